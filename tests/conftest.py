@@ -1,0 +1,63 @@
+"""Shared fixtures: the tiny model, free ports, configs. Tiers are folders: unit, integration, e2e, ui."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.harness import tiny_model
+
+CACHE = Path(os.environ.get("ERNIE_OPS_TEST_CACHE", Path.home() / ".cache" / "ernie-ops"))
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = Path(str(item.fspath)).relative_to(PROJECT / "tests").parts[0]
+        item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    return tiny_model.cached(CACHE / "models")
+
+
+@pytest.fixture
+def short_tmp() -> Path:
+    """A short work dir: vLLM's IPC socket paths under TMPDIR must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="eo-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(path: Path, model_dir: Path, ports: list[int], cache_dir: Path, **sections: dict) -> Path:
+    """A config for the tiny model on CPU; `sections` override keys per section."""
+    data = {
+        "model": {"path": str(model_dir), "served_name": tiny_model.SERVED_NAME},
+        "vllm": {
+            "accelerator": "cpu",
+            "max_model_len": 2048,
+            "enforce_eager": True,  # CPU start-up 43-67 s instead of 66-162 s (facts.md)
+            "cpu_kvcache_space_gib": 1,
+            "shutdown_drain_seconds": 30,
+            "stop_grace_seconds": 10,
+        },
+        "instances": [{"port": p} for p in ports],
+        "paths": {"cache_dir": str(cache_dir), "state_dir": str(cache_dir / "state")},
+    }
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -1,0 +1,95 @@
+"""A tiny, randomly initialised `Ernie4_5ForCausalLM` plus an offline tokenizer, built locally.
+
+The real weights cannot be downloaded here; this model has the real architecture (so vLLM loads
+it through the same code path) but ~1.6 MB of weights. Run as a script to build one:
+`python -m tests.harness.tiny_model DIR`. Files are world-readable so a service user can load them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+SERVED_NAME = "ernie-tiny"
+VOCAB_SIZE = 512
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}"
+    "{% if m['role'] == 'system' %}<|sys|>{{ m['content'] }}\n"
+    "{% elif m['role'] == 'user' %}User: {{ m['content'] }}\n"
+    "{% else %}Assistant: {{ m['content'] }}{{ eos_token }}\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}Assistant: {% endif %}"
+)
+CORPUS = [
+    "ERNIE is a small language model served by vLLM behind nginx.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Customer support: please describe your problem and your order number.",
+    "文心大模型为客服、内容审核和知识问答提供服务。",
+    "Zero downtime cutover: start, gate on health, switch, verify, drain, stop.",
+    "def hello(name):\n    return f'hello {name}'\n",
+    "1 2 3 4 5 6 7 8 9 10 -- , . ; : ! ? ( ) [ ] { } # * _ ` ~",
+]
+
+
+def fingerprint() -> str:
+    """Changes when this generator changes, so a cached model is rebuilt exactly then."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def build(out: Path) -> Path:
+    """Write config, safetensors weights and tokenizer into `out` (created) and return it."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Ernie4_5Config, Ernie4_5ForCausalLM, PreTrainedTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    special = ["<unk>", "<s>", "</s>", "<pad>", "<|sys|>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.model_max_length = 4096
+    fast.save_pretrained(out)
+
+    torch.manual_seed(0)
+    cfg = Ernie4_5Config(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,  # vLLM's CPU attention accepts only some head sizes; 32 is one
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        torch_dtype="bfloat16",
+    )
+    model = Ernie4_5ForCausalLM(cfg).to(torch.bfloat16)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "ernie-tiny.json").write_text(json.dumps({"fingerprint": fingerprint(), "served_name": SERVED_NAME}))
+    for path in [out, *out.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return out
+
+
+def cached(cache_root: Path) -> Path:
+    """The model for this generator version, built once into `cache_root` and reused."""
+    target = cache_root / f"ernie-tiny-{fingerprint()}"
+    if (target / "ernie-tiny.json").exists():
+        return target
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    build(tmp)
+    os.replace(tmp, target)  # a half-built model is never visible under the final name
+    return target
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1])))

