@@ -35,7 +35,7 @@ class Sandbox:
         """Run a command inside (mount + pid namespace of the sandbox's PID 1)."""
         argv = cmd if isinstance(cmd, list) else ["sh", "-c", cmd]
         proc = subprocess.run(
-            ["nsenter", "-t", str(self.pid), "-m", "-p", "-u", "-i", "--", *argv],
+            ["nsenter", "-t", str(self.pid), "-m", "-p", "-u", "-i", "-n", "--", *argv],
             capture_output=True, text=True, timeout=timeout, input=input,
         )  # fmt: skip
         if check and proc.returncode != 0:
@@ -83,13 +83,17 @@ class Sandbox:
 
 
 def up(name: str, share: Path, units: Path, binds_ro: dict[str, str] | None = None, binds_rw: dict[str, str] | None = None,
-       upper_on_disk: bool = False, timeout: float = 60) -> Sandbox:  # fmt: skip
-    """Boot a sandbox; `binds_ro` maps host paths to paths inside, `binds_rw` overlay paths to other paths inside."""
+       upper_on_disk: bool = False, net: bool = False, timeout: float = 60) -> Sandbox:  # fmt: skip
+    """Boot a sandbox; `binds_ro` maps host paths to paths inside, `binds_rw` overlay paths to other paths inside.
+
+    `net=True` gives it its own network namespace (only `lo`), so its ports never meet the host's.
+    """
     base = BASE_ROOT / f"ernie-ops-sandbox-{name}-{os.getpid()}"
     env = dict(os.environ)
     env["EXTRA_RO"] = " ".join(f"{src}:{dst}" for src, dst in (binds_ro or {}).items())
     env["EXTRA_RW"] = " ".join(f"{src}:{dst}" for src, dst in (binds_rw or {}).items())
     env["UPPER_ON_DISK"] = "1" if upper_on_disk else "0"
+    env["UNSHARE_EXTRA"] = "--net" if net else ""
     t0 = time.monotonic()
     proc = subprocess.run(
         [str(HERE / "up.sh"), str(base), str(share), str(units)], capture_output=True, text=True, env=env, timeout=timeout

@@ -76,7 +76,12 @@ class ServeProcess:
 
 
 def start(
-    config_path: Path, port: int, workdir: Path, watchdog_usec: int | None = 1_500_000, extra_env: dict | None = None
+    config_path: Path,
+    port: int,
+    workdir: Path,
+    watchdog_usec: int | None = 1_500_000,
+    extra_env: dict | None = None,
+    python: str | None = None,
 ) -> ServeProcess:
     workdir.mkdir(parents=True, exist_ok=True)
     sock = workdir / f"notify-{port}.sock"
@@ -90,7 +95,7 @@ def start(
     log_path = workdir / f"serve-{port}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ernie_ops", "--config", str(config_path), "serve", str(port)],
+            [python or sys.executable, "-m", "ernie_ops", "--config", str(config_path), "serve", str(port)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )  # fmt: skip
     return ServeProcess(proc=proc, notify=notify, log_path=log_path, port=port)

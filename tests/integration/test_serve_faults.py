@@ -1,0 +1,174 @@
+"""Launcher fault paths that real vLLM cannot produce on demand, injected with a STUB engine.
+
+The real launcher runs as `python -m ernie_ops serve` with accelerator=gpu, so it starts
+`<venv>/bin/vllm serve ...`; that `vllm` is tests/harness/stub_engine.py in a throw-away venv
+view (bin/python and lib/ link to the test venv). Everything else is real.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port, write_config
+from tests.harness import serve_proc
+
+STUB = Path(__file__).resolve().parents[1] / "harness" / "stub_engine.py"
+
+
+@pytest.fixture
+def stub_venv(short_tmp: Path) -> Path:
+    """bin/python (the test venv's), bin/vllm (the stub), lib -> the test venv's packages."""
+    venv = short_tmp / "venv"
+    (venv / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, venv / "bin" / "python")
+    os.symlink(Path(sys.prefix) / "lib", venv / "lib")
+    shutil.copy(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
+    vllm = venv / "bin" / "vllm"
+    vllm.write_text(f"#!{sys.executable}\n" + STUB.read_text())
+    vllm.chmod(0o755)
+    return venv
+
+
+def start_stub(short_tmp: Path, venv: Path, model_dir: Path, mode: str, **vllm: object) -> serve_proc.ServeProcess:
+    port = free_port()
+    cfg = write_config(short_tmp / "ernie.yaml", model_dir, [port], short_tmp / "cache", vllm={"accelerator": "gpu", **vllm})
+    return serve_proc.start(cfg, port, short_tmp, python=str(venv / "bin" / "python"), extra_env={"STUB_MODE": mode})
+
+
+def stub_shm(sp: serve_proc.ServeProcess) -> Path:
+    return Path(f"/dev/shm/psm_stub_{sp.engine().pid}")
+
+
+def wait_for_log(sp: serve_proc.ServeProcess, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in sp.log:
+        if time.monotonic() > deadline or sp.proc.poll() is not None:
+            raise AssertionError(f"launcher log never showed {text!r}:\n{sp.log}")
+        time.sleep(0.1)
+
+
+def test_wrong_model_never_gets_ready(short_tmp, stub_venv, tiny_model_dir):
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "wrong-model")
+    try:
+        wait_for_log(sp, "wrong model")
+        assert "some-other-model" in sp.log and "ernie-tiny" in sp.log
+        time.sleep(1)
+        assert sp.notify.first("READY") is None
+        assert sp.stop(timeout=20) == 0
+    finally:
+        sp.stop()
+
+
+def test_failing_completion_never_gets_ready(short_tmp, stub_venv, tiny_model_dir):
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "completion-500")
+    try:
+        wait_for_log(sp, "completion returned HTTP 500")
+        time.sleep(1)
+        assert sp.notify.first("READY") is None
+        assert sp.notify.first("STATUS") is not None
+    finally:
+        sp.stop()
+
+
+def test_gpu_command_line_uses_vllm_serve(short_tmp, stub_venv, tiny_model_dir):
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "ok", gpu_memory_utilization=0.4)
+    try:
+        sp.wait_ready(timeout=30)
+        cmdline = sp.engine().cmdline()
+        assert cmdline[1:4] == [str(stub_venv / "bin" / "vllm"), "serve", str(tiny_model_dir)], cmdline
+        assert "--gpu-memory-utilization" in cmdline and "0.4" in cmdline
+        assert cmdline[cmdline.index("--host") + 1] == "127.0.0.1"
+    finally:
+        sp.stop()
+
+
+def test_sigterm_ignored_while_loading_is_killed_within_bound(short_tmp, stub_venv, tiny_model_dir):
+    """Measured: vLLM ignored SIGTERM for > 90 s while loading. The launcher SIGKILLs the group after 5 s."""
+    decoy = Path("/dev/shm/psm_ernie_ops_fault_decoy")
+    decoy.write_bytes(b"x")
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "ignore-term")
+    try:
+        engine = sp.engine()
+        shm = stub_shm(sp)
+        deadline = time.monotonic() + 10
+        while not shm.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)  # let the launcher record the segment (it scans once a second)
+        t0 = time.monotonic()
+        sp.terminate()
+        code = sp.proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        print(f"\nstub ignoring SIGTERM: launcher exit {code} after {took:.1f}s")
+        assert code == 0
+        assert 4.5 <= took < 8, f"took {took:.1f}s: the bound is the 5 s start-up grace"
+        assert not engine.is_running() or engine.status() == "zombie"
+        assert not shm.exists(), "the engine's shared memory was left behind"
+        assert decoy.exists(), "shared memory of another process was removed"
+        assert "SIGKILL of its process group" in sp.log
+    finally:
+        sp.stop()
+        decoy.unlink(missing_ok=True)
+
+
+def test_engine_exit_zero_after_ready_is_a_failure(short_tmp, stub_venv, tiny_model_dir):
+    """vLLM's API server exits 0 after EngineDeadError: Restart=on-failure needs a non-zero exit."""
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "exit0-after-ready")
+    try:
+        sp.wait_ready(timeout=30)
+        code = sp.proc.wait(timeout=30)
+        assert code == 1
+        assert "engine exited with code 0 while serving without being asked to stop" in sp.log
+    finally:
+        sp.stop()
+
+
+def test_missing_model_is_exit_2_before_anything_starts(short_tmp, stub_venv):
+    sp = start_stub(short_tmp, stub_venv, short_tmp / "no-such-model", "ok")
+    try:
+        assert sp.proc.wait(timeout=30) == 2
+        assert "has no config.json" in sp.log and "Traceback" not in sp.log
+    finally:
+        sp.stop()
+
+
+def test_port_in_use_fails_fast_with_the_reason(short_tmp, stub_venv, tiny_model_dir):
+    import socket
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    cfg = write_config(short_tmp / "ernie.yaml", tiny_model_dir, [port], short_tmp / "cache", vllm={"accelerator": "gpu"})
+    sp = serve_proc.start(cfg, port, short_tmp, python=str(stub_venv / "bin" / "python"))
+    try:
+        assert sp.proc.wait(timeout=30) == 1
+        assert f"port {port} on 127.0.0.1 is taken" in sp.log
+    finally:
+        sp.stop()
+        holder.close()
+
+
+def test_watchdog_signal_kills_the_engine_at_once(short_tmp, stub_venv, tiny_model_dir):
+    """systemd sends WatchdogSignal (SIGABRT) on a missed ping: no drain, group killed, non-zero exit."""
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "ok")
+    try:
+        sp.wait_ready(timeout=30)
+        engine = sp.engine()
+        time.sleep(1.2)
+        shm = stub_shm(sp)
+        t0 = time.monotonic()
+        sp.terminate(signal.SIGABRT)
+        code = sp.proc.wait(timeout=20)
+        assert code == 1 and time.monotonic() - t0 < 3
+        assert not engine.is_running() or engine.status() == "zombie"
+        assert not shm.exists()
+        assert sp.notify.first("STOPPING") is None  # not a stop: a failure
+    finally:
+        sp.stop()

