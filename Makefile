@@ -22,7 +22,9 @@ unit: deps
 lint: deps
 	$(VENV)/bin/ruff check ernie_ops tests && $(VENV)/bin/ruff format --check ernie_ops tests
 
+# The editable install is redone every run: it must point at THIS checkout (CI clones elsewhere).
 deps: apt venv
+	@$(PY) -m pip install -q --no-deps -e . > $(CACHE)/pip-editable.log 2>&1 || { cat $(CACHE)/pip-editable.log; exit 1; }
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
@@ -40,5 +42,4 @@ $(STAMP): $(REQS) setup.py
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r $(REQS)
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-	$(PY) -m pip install -q --no-deps -e .
 	@rm -f $(VENV)/.ernie-ops-*; touch $@

@@ -1,6 +1,6 @@
 """ernie-ops: deploy and operate ERNIE-4.5-0.3B-PT behind vLLM, systemd and nginx."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 setup(
     name="ernie-ops",
@@ -9,7 +9,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=find_packages(include=["ernie_ops", "ernie_ops.*"]),
+    packages=find_namespace_packages(include=["ernie_ops", "ernie_ops.*"]),
     include_package_data=True,
     package_data={"ernie_ops": ["py.typed", "data/*"]},
     install_requires=[

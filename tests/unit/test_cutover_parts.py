@@ -1,0 +1,156 @@
+"""Pure pieces of the cutover: upstream file, memory budget, metrics parsing, lock, history, bench stats."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from ernie_ops import bench, config, cutover, gateway, metrics, state
+from ernie_ops.errors import UsageError
+
+METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="ernie-tiny"} 3.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="ernie-tiny"} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="ernie-tiny"} 0.25
+# HELP vllm:request_success_total Count of successfully processed requests.
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="length",model_name="ernie-tiny"} 7.0
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="ernie-tiny"} 3.0
+# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.01",model_name="ernie-tiny"} 0.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.02",model_name="ernie-tiny"} 50.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.04",model_name="ernie-tiny"} 99.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="ernie-tiny"} 100.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="ernie-tiny"} 100.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="ernie-tiny"} 2.0
+"""
+
+
+def test_metrics_snapshot_from_vllm_text():
+    snap = metrics.parse(METRICS)
+    assert (snap.running, snap.waiting, snap.in_flight) == (3.0, 2.0, 5.0)
+    assert snap.kv_cache_usage == 0.25 and snap.requests_ok == 10.0
+    assert snap.ttft_p50 == pytest.approx(0.02)  # rank 50 falls exactly on the 0.02 bucket
+    assert snap.ttft_p99 == pytest.approx(0.04)
+    assert metrics.parse("").ttft_p50 is None
+
+
+def test_upstream_render_and_parse_roundtrip():
+    text = gateway.render_upstream(8001, previous=8000)
+    assert gateway.parse_ports(text) == [8001]
+    assert "previous: 8000" in text
+    assert gateway.parse_ports("server 127.0.0.1:8000 backup;\nserver 127.0.0.1:8001;\n# server 127.0.0.1:9;\n") == [8001]
+
+
+def test_upstream_write_is_atomic_and_keeps_mode(tmp_path):
+    f = tmp_path / "upstream.conf"
+    f.write_text("server 127.0.0.1:8000;\n")
+    f.chmod(0o640)
+    gw = gateway.Gateway(config.GatewayConfig(upstream_file=str(f)))
+    gw.write_upstream(gateway.render_upstream(8001))
+    assert gw.active_port() == 8001
+    assert f.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["upstream.conf"]  # no temp file left
+
+
+def test_missing_upstream_and_several_ports_are_clear_errors(tmp_path):
+    gw = gateway.Gateway(config.GatewayConfig(upstream_file=str(tmp_path / "nope.conf")))
+    with pytest.raises(gateway.GatewayError, match="does not exist"):
+        gw.active_port()
+    (tmp_path / "two.conf").write_text("server 127.0.0.1:8000;\nserver 127.0.0.1:8001;\n")
+    gw = gateway.Gateway(config.GatewayConfig(upstream_file=str(tmp_path / "two.conf")))
+    with pytest.raises(gateway.GatewayError, match="several ports"):
+        gw.active_port()
+
+
+def test_missing_nginx_binary_is_a_clear_error(tmp_path):
+    gw = gateway.Gateway(config.GatewayConfig(nginx_binary=str(tmp_path / "nginx")))
+    with pytest.raises(gateway.GatewayError, match="not found"):
+        gw.test()
+
+
+def test_two_instances_at_092_on_one_gpu_are_refused_with_numbers_and_a_fix():
+    cfg = config.parse(
+        "vllm:\n  accelerator: gpu\n  gpu_memory_utilization: 0.92\ninstances:\n  - port: 8000\n    gpu: 0\n  - port: 8001\n    gpu: 0\n"
+    )
+    problem = cutover.memory_budget_problem(cfg, 8000, 8001)
+    assert "1.84" in problem and "gpu_memory_utilization <= 0.47" in problem and "another GPU" in problem
+    other = config.parse(
+        "vllm:\n  accelerator: gpu\n  gpu_memory_utilization: 0.92\ninstances:\n  - port: 8000\n    gpu: 0\n  - port: 8001\n    gpu: 1\n"
+    )
+    assert cutover.memory_budget_problem(other, 8000, 8001) is None
+    small = config.parse("vllm:\n  accelerator: gpu\n  gpu_memory_utilization: 0.45\n")
+    assert cutover.memory_budget_problem(small, 8000, 8001) is None
+    assert cutover.memory_budget_problem(cfg, None, 8001) is None  # nothing running: nothing to share
+
+
+def test_cpu_budget_reads_available_memory(tmp_path):
+    cfg = config.parse("vllm:\n  accelerator: cpu\n  cpu_kvcache_space_gib: 4\n")
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 25000000 kB\nMemAvailable: 3000000 kB\n")
+    assert "2.9 GiB" in cutover.memory_budget_problem(cfg, 8000, 8001, meminfo)
+    meminfo.write_text("MemAvailable: 20000000 kB\n")
+    assert cutover.memory_budget_problem(cfg, 8000, 8001, meminfo) is None
+
+
+def _hold_lock(state_dir: str, ready) -> None:
+    with state.cutover_lock(Path(state_dir), "cutover to 8001"):
+        ready.set()
+        time.sleep(60)
+
+
+def test_lock_refuses_a_second_cutover_and_dies_with_its_holder(tmp_path):
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        with pytest.raises(state.LockHeld, match=rf"pid {holder.pid}, cutover to 8001"), state.cutover_lock(tmp_path, "cutover to 8000"):
+            pass
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)  # a killed cutover must not leave a stale lock
+        holder.join()
+    with state.cutover_lock(tmp_path, "cutover to 8000"):
+        pass
+
+
+def test_history_is_appended_and_bounded(tmp_path):
+    for i in range(state.HISTORY_LIMIT + 5):
+        state.record(tmp_path, {"target": i}, active_port=8001, previous_port=8000)
+    st = state.load(tmp_path)
+    assert len(st.history) == state.HISTORY_LIMIT and st.history[-1]["target"] == state.HISTORY_LIMIT + 4
+    assert (st.active_port, st.previous_port) == (8001, 8000)
+    (tmp_path / "state.json").write_text("{broken")
+    assert state.load(tmp_path).history == []
+
+
+def test_cutover_to_a_port_not_in_the_config_is_a_usage_error(tmp_path):
+    cfg = config.parse(f"paths:\n  state_dir: {tmp_path}\n")
+    with pytest.raises(UsageError, match="port 9999 is not an instance"):
+        cutover.Cutover(cfg, 9999).run()
+
+
+def test_bench_summary_counts_retries_cuts_and_port_mix():
+    recs = [
+        bench.Record(ok=True, start=0, ttft=0.01, e2e=0.1, tokens=8, upstream="127.0.0.1:8000"),
+        bench.Record(ok=True, start=0, ttft=0.03, e2e=0.3, tokens=8, upstream="127.0.0.1:8001", retried=True),
+        bench.Record(ok=False, start=0, ttft=0.02, tokens=3, cut=True, error="cut: ReadError"),
+    ]
+    r = bench.summarize(recs, seconds=2.0)
+    assert (r.requests, r.ok, r.failed, r.cut, r.retried) == (3, 2, 1, 1, 1)
+    assert r.qps == 1.0 and r.output_tokens_per_s == 8.0
+    assert r.upstreams == {"127.0.0.1:8000": 1, "127.0.0.1:8001": 1}
+    assert r.ttft_p50 in (0.01, 0.03) and r.errors == {"cut: ReadError": 1}
