@@ -156,7 +156,12 @@ class Cutover:
         if source is not None and source == self.target:
             raise UsageError(f"source and target are both {self.target}")
 
-        self._step("preflight", lambda: self._preflight(source))
+        try:
+            self._step("preflight", lambda: self._preflight(source))
+        except UsageError:
+            raise
+        except Exception as exc:
+            return self._fail("aborted", exc)
         if self.dry_run:
             r.outcome, r.ok = "dry-run", True
             return r

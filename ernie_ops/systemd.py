@@ -57,7 +57,7 @@ def start(port: int, timeout: float) -> None:
     """Blocks until READY (Type=notify) or failure; the error names the last journal lines."""
     r = _systemctl("start", unit_name(port), timeout=timeout)
     if r.returncode != 0:
-        raise SystemdError(f"systemctl start {unit_name(port)} failed: {r.stderr.strip()}; last log: {journal_tail(port)}")
+        raise SystemdError(f"systemctl start {unit_name(port)} failed; the launcher said: {journal_tail(port)}")
 
 
 def stop(port: int, timeout: float = 120) -> None:
@@ -66,11 +66,13 @@ def stop(port: int, timeout: float = 120) -> None:
         raise SystemdError(f"systemctl stop {unit_name(port)} failed: {r.stderr.strip()}")
 
 
-def journal_tail(port: int, lines: int = 3) -> str:
+def journal_tail(port: int, lines: int = 2) -> str:
+    """The launcher's own last lines for the unit (vLLM's log lines are skipped: they rarely say why)."""
     try:
         r = subprocess.run(
-            ["journalctl", "--no-pager", "-o", "cat", "-n", str(lines), "-u", unit_name(port)], capture_output=True, text=True, timeout=15
+            ["journalctl", "--no-pager", "-o", "cat", "-n", "300", "-u", unit_name(port)], capture_output=True, text=True, timeout=15
         )
     except (FileNotFoundError, subprocess.TimeoutExpired):
         return "(journal unavailable)"
-    return " | ".join(line for line in r.stdout.splitlines() if line.strip()) or "(empty)"
+    mine = [line for line in r.stdout.splitlines() if f"[serve {port}]" in line]
+    return " | ".join(mine[-lines:]) or "(no launcher lines in the journal)"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 
 import pytest
@@ -39,19 +38,17 @@ def sb(tiny_model_dir):
 class Load:
     """`ernie-ops bench` (16 streams) and a never-retrying openai client, both through the gateway."""
 
-    def __init__(self, sb: sandbox.Sandbox, streams: int = 16):
-        enter = ["nsenter", "-t", str(sb.pid), "-m", "-p", "-n", "--"]
-        bench = [PY, "-m", "ernie_ops", "bench", "-c", str(streams), "--duration", "3600", "--prompt-tokens", "32", "--max-tokens", "48"]
-        self.bench = subprocess.Popen([*enter, *bench, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        client = [PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, SERVED_NAME, "2"]
-        self.openai = subprocess.Popen([*enter, *client], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, sb: sandbox.Sandbox, streams: int = 16, plain_threads: int = 2, url: str = GATEWAY):
+        bench = [PY, "-m", "ernie_ops", "bench", "-c", str(streams), "--duration", "900", "--prompt-tokens", "32", "--max-tokens", "48"]
+        self.bench = sb.spawn([*bench, "--url", url, "--json"])
+        self.openai = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", url, SERVED_NAME, str(plain_threads)])
         time.sleep(3)
 
     def finish(self) -> tuple[dict, dict]:
         time.sleep(3)  # keep loading the new instance for a moment
         out = []
         for p in (self.bench, self.openai):
-            p.send_signal(signal.SIGINT)  # nsenter forwards it; both stop issuing and report
+            sandbox.Sandbox.signal_spawned(p, signal.SIGINT)  # both stop issuing new requests and report
         for p in (self.bench, self.openai):
             stdout, stderr = p.communicate(timeout=180)
             assert stdout.strip(), f"no report: {stderr[-2000:]}"
@@ -117,10 +114,7 @@ def test_target_that_fails_to_load_is_stopped_and_traffic_stays(sb):
 def test_cutover_under_load_loses_no_request(sb):
     load = Load(sb, streams=16)
     t0 = time.monotonic()
-    first = subprocess.Popen(
-        ["nsenter", "-t", str(sb.pid), "-m", "-p", "-n", "--", PY, "-m", "ernie_ops", "cutover", "8001", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    first = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8001", "--json"])
     try:
         time.sleep(2)
         code2, second = cli_json(sb, "cutover", "8001")  # a second operator, at the same time
@@ -153,7 +147,7 @@ def test_cutover_under_load_loses_no_request(sb):
 
 
 def test_rollback_after_a_good_cutover(sb):
-    load = Load(sb, streams=16)
+    load = Load(sb, streams=4)
     try:
         code, res = cli_json(sb, "rollback")
     finally:
@@ -162,3 +156,121 @@ def test_rollback_after_a_good_cutover(sb):
     assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
     st = status(sb)
     assert st["routed_port"] == 8000 and st["live_port"] == 8000 and st["ok"], st
+
+
+def drop_in_8001(sb, config_sed: str, env: str = "") -> None:
+    """Give instance 8001 its own config (an operator's drop-in), derived from the host's with sed."""
+    sb.run(f"sed {config_sed} /etc/ernie-ops/ernie.yaml > /etc/ernie-ops/8001.yaml")
+    extra = f"Environment={env}\n" if env else ""
+    sb.write(
+        "/run/systemd/system/ernie-vllm@8001.service.d/test.conf",
+        f"[Service]\nEnvironment=ERNIE_OPS_CONFIG=/etc/ernie-ops/8001.yaml\n{extra}",
+    )
+    sb.systemctl("daemon-reload")
+
+
+def remove_drop_in(sb) -> None:
+    sb.run("rm -rf /run/systemd/system/ernie-vllm@8001.service.d")
+    sb.systemctl("daemon-reload")
+    sb.systemctl("reset-failed", check=False)
+
+
+def stub_target(sb, mode: str) -> None:
+    """STUB engine for 8001 (faults vLLM cannot produce on demand): the launcher is real, its `vllm serve` is the stub."""
+    vllm = f"{host.VENV_INSIDE}/bin/vllm"
+    sb.run(f"(echo '#!{PY}'; cat /srv/share/tests/harness/stub_engine.py) > {vllm} && chmod 755 {vllm}")
+    drop_in_8001(sb, "'s/accelerator: cpu/accelerator: gpu/'", env=f"STUB_MODE={mode}")
+
+
+def aborted_cutover(sb, *extra: str) -> tuple[dict, dict, dict]:
+    load = Load(sb, streams=2, plain_threads=1)  # light: a start beside 16 streams takes ~220 s on 2 cores
+    try:
+        code, res = cli_json(sb, "cutover", "8001", *extra)
+    finally:
+        bench, plain = load.finish()
+        remove_drop_in(sb)
+    assert code == 1, res
+    assert sb.show("ernie-vllm@8001.service", "ActiveState") in ("inactive", "failed")
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    assert set(bench["upstreams"]) == {"127.0.0.1:8000"}, bench["upstreams"]
+    st = status(sb)
+    assert st["routed_port"] == 8000 and st["live_port"] == 8000, st
+    return res, bench, plain
+
+
+def test_target_serving_the_wrong_model_is_refused_at_the_gate(sb):
+    drop_in_8001(sb, "'s/served_name: ernie-tiny/served_name: another-model/'")
+    res, _, _ = aborted_cutover(sb)
+    assert res["outcome"] == "aborted" and "wrong model" in res["error"] and "another-model" in res["error"], res
+    assert [s["name"] for s in res["steps"]] == ["preflight", "start", "gate", "undo: stop new"]
+
+
+def test_failing_smoke_completion_is_refused_at_the_gate(sb):
+    stub_target(sb, "fail-after-ready")
+    res, _, _ = aborted_cutover(sb)
+    assert res["outcome"] == "aborted" and "HTTP 500" in res["error"], res
+
+
+def test_smoke_completion_time_out_is_refused_at_the_gate(sb):
+    stub_target(sb, "slow-after-ready")
+    t0 = time.monotonic()
+    res, _, _ = aborted_cutover(sb)
+    assert res["outcome"] == "aborted" and "completion request failed" in res["error"], res
+    assert time.monotonic() - t0 < 60  # smoke_timeout_seconds is 10 on this host
+
+
+def test_failed_reload_rolls_back(sb):
+    stub_target(sb, "ok")
+    sb.run("mv /run/nginx.pid /run/nginx.pid.hidden")  # `nginx -s reload` cannot find the master
+    try:
+        res, _, _ = aborted_cutover(sb)
+    finally:
+        sb.run("mv /run/nginx.pid.hidden /run/nginx.pid")
+    assert res["outcome"] == "rolled-back" and "nginx reload failed" in res["error"], res
+    assert "127.0.0.1:8000" in sb.run("cat /etc/nginx/ernie-ops/upstream.conf").stdout
+
+
+def test_cutover_killed_between_switch_and_drain_converges_on_rerun(sb):
+    load = Load(sb, streams=4)
+    cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8001"])
+    try:
+        seen = []
+        for line in cut.stderr:
+            seen.append(line)
+            if "verify" in line:
+                holder = sb.run(["cat", "/var/lib/ernie-ops/cutover.lock"]).stdout  # "pid N, cutover to 8001, ..."
+                sb.run(["kill", "-KILL", holder.split(",")[0].split()[1]])
+                break
+        cut.wait(timeout=30)
+        mid = status(sb)
+        assert mid["routed_port"] == 8001 and {i["port"]: i["unit"] for i in mid["instances"]} == {8000: "active", 8001: "active"}, mid
+        code, res = cli_json(sb, "cutover", "8001")
+    finally:
+        if cut.poll() is None:
+            cut.kill()
+        bench, plain = load.finish()
+    assert code == 0 and res["outcome"] == "converged", res
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    st = status(sb)
+    assert st["routed_port"] == 8001 and st["ok"] and {i["port"]: i["unit"] for i in st["instances"]} == {8000: "inactive", 8001: "active"}
+
+
+def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
+    """Clients that talk to 8001 directly (bypassing nginx) keep it busy: the drain gives up after
+    --drain-timeout and stops it anyway; traffic through the gateway is not affected."""
+    sb.systemctl("start", "ernie-vllm@8000.service")  # the rollback target is up already: adopted
+    direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8001", SERVED_NAME, "4"])
+    load = Load(sb, streams=2, plain_threads=1)
+    try:
+        code, res = cli_json(sb, "rollback", "--drain-timeout", "2")
+    finally:
+        sandbox.Sandbox.signal_spawned(direct, signal.SIGINT)
+        direct.communicate(timeout=120)
+        bench, plain = load.finish()
+    assert code == 0 and res["outcome"] == "switched" and res["target"] == 8000, res
+    steps = {s["name"]: s for s in res["steps"]}
+    assert steps["start"]["detail"].startswith("adopted")
+    assert "still had" in steps["drain"]["detail"] and 2 <= steps["drain"]["seconds"] < 6, steps["drain"]
+    assert any("still had" in w for w in res["warnings"])
+    assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)

@@ -7,7 +7,6 @@ operator's session: start, crash, hang, stop.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -99,9 +98,7 @@ def test_frozen_engine_is_restarted_by_the_watchdog(sb):
 
 def test_stop_mid_stream_drains_and_leaves_nothing(sb):
     client = ["/opt/ernie-ops/venv/bin/python", "/srv/share/tests/harness/stream_client.py", BASE, SERVED_NAME, "4", "1500", "/run/started"]
-    streams = subprocess.Popen(
-        ["nsenter", "-t", str(sb.pid), "-m", "-p", "-n", "--", *client], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    streams = sb.spawn(client)
     try:
         for _ in range(600):
             if sb.run(["test", "-e", "/run/started"], check=False).returncode == 0 or streams.poll() is not None:

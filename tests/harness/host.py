@@ -72,6 +72,7 @@ def boot(name: str, model_dir: Path, ports: list[int], gateway: bool = False, co
             f"{VENV_INSIDE}/bin/python -m pip install -q --no-deps --no-build-isolation --no-index /var/tmp/ernie-src",
             timeout=300,
         )
+        sb.run(f"ln -sf {VENV_INSIDE}/bin/ernie-ops /usr/local/bin/ernie-ops")
         cfg = test_config(ports)
         for section, values in (config_extra or {}).items():
             cfg.setdefault(section, {}).update(values)

@@ -42,6 +42,24 @@ class Sandbox:
             raise AssertionError(f"in sandbox: {shlex.join(argv)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def spawn(self, argv: list[str]) -> subprocess.Popen:
+        """Start a command inside without waiting (stdout/stderr piped, text)."""
+        return subprocess.Popen(
+            ["nsenter", "-t", str(self.pid), "-m", "-p", "-u", "-i", "-n", "--", *argv],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    @staticmethod
+    def signal_spawned(proc: subprocess.Popen, sig: int) -> None:
+        """Signal the command itself: nsenter does not forward signals to the child it forked."""
+        import psutil
+
+        try:
+            for child in psutil.Process(proc.pid).children():
+                child.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
     def systemctl(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
         return self.run(["systemctl", "--no-pager", *args], check=check, timeout=timeout)
 

@@ -17,9 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ernie_ops import sse
 
 
-def one(base: str, model: str, max_tokens: int, out: list, i: int, started: threading.Barrier) -> None:
+def stream_once(base: str, model: str, max_tokens: int, on_first_chunk=lambda: None) -> dict:
+    """One streaming completion; what arrived, whether it ended properly, and any error."""
     body = {"model": model, "prompt": "Hello", "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
-    chunks, reason, done, error, signalled = 0, None, False, None, False
+    chunks, reason, done, error = 0, None, False, None
     try:
         with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=120) as r:
             r.raise_for_status()
@@ -29,15 +30,18 @@ def one(base: str, model: str, max_tokens: int, out: list, i: int, started: thre
                     done = True
                     break
                 chunks += 1
-                if not signalled:
-                    signalled = True
-                    started.wait()
+                if chunks == 1:
+                    on_first_chunk()
                 reason = event["choices"][0].get("finish_reason") or reason
-    except Exception as exc:
+    except Exception as exc:  # reported to the caller, who asserts on it
         error = f"{type(exc).__name__}: {exc}"
-        if not signalled:
-            started.abort()
-    out[i] = {"chunks": chunks, "finish_reason": reason, "done": done, "error": error}
+    return {"chunks": chunks, "finish_reason": reason, "done": done, "error": error}
+
+
+def one(base: str, model: str, max_tokens: int, out: list, i: int, started: threading.Barrier) -> None:
+    out[i] = stream_once(base, model, max_tokens, on_first_chunk=started.wait)
+    if out[i]["chunks"] == 0:
+        started.abort()
 
 
 def main() -> None:

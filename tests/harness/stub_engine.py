@@ -7,6 +7,8 @@ line). STUB_MODE selects the fault:
   completion-500     completions fail with HTTP 500
   ignore-term        ignores SIGTERM and never opens its port (a loading engine, measured > 90 s)
   exit0-after-ready  serves, then exits 0 one second after its first completion (EngineDeadError case)
+  fail-after-ready   the first completion (the launcher's READY gate) works, later ones get HTTP 500
+  slow-after-ready   the first completion works, later ones hang for 60 s (a smoke-test time-out)
   ok                 serves normally
 Every mode maps a /dev/shm/psm_stub_<pid> segment, like vLLM's shared memory.
 """
@@ -37,6 +39,7 @@ with open(shm_path, "wb") as f:
     f.write(b"\0" * 4096)
 shm_file = open(shm_path, "r+b")  # noqa: SIM115 - held for the life of the process, like vLLM's segments
 shm_map = mmap.mmap(shm_file.fileno(), 4096)
+completions = 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -62,7 +65,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
-        if MODE == "completion-500":
+        global completions
+        completions += 1
+        if MODE == "slow-after-ready" and completions > 1:
+            time.sleep(60)
+        if MODE == "completion-500" or (MODE == "fail-after-ready" and completions > 1):
             self._json(500, {"error": {"message": "EngineCore encountered an issue"}})
             return
         self._json(200, {"choices": [{"index": 0, "text": "hi", "finish_reason": "length"}]})

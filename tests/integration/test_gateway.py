@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -42,6 +43,24 @@ def gw_of(ng: nginx.Nginx) -> gateway.Gateway:
     return gateway.Gateway(config.GatewayConfig(**ng.gateway_config()))
 
 
+@contextlib.contextmanager
+def include_replaced(ng: nginx.Nginx, name: str, text: str):
+    """One of the small includes rewritten and loaded; the original is back (and loaded) afterwards."""
+    path = ng.prefix / "conf" / "ernie-ops" / name
+    original = path.read_text()
+    gw = gw_of(ng)
+    try:
+        path.write_text(text)
+        gw.test()
+        gw.reload()
+        time.sleep(0.3)
+        yield
+    finally:
+        path.write_text(original)
+        gw.reload()
+        time.sleep(0.3)
+
+
 def test_sse_streams_token_by_token_through_nginx_without_gzip(stack):
     _, ng, port = stack
     body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 300, "ignore_eos": True, "stream": True}
@@ -71,19 +90,8 @@ def test_health_healthz_and_metrics(stack):
 
 def test_metrics_refused_outside_the_allow_list(stack):
     _, ng, _ = stack
-    allow = ng.prefix / "conf" / "ernie-ops" / "metrics-allow.conf"
-    original = allow.read_text()
-    gw = gw_of(ng)
-    try:
-        allow.write_text("allow 192.0.2.1;\n")
-        gw.test()
-        gw.reload()
-        time.sleep(0.3)
+    with include_replaced(ng, "metrics-allow.conf", "allow 192.0.2.1;\n"):
         assert httpx.get(f"{ng.url}/metrics").status_code == 403
-    finally:
-        allow.write_text(original)
-        gw.reload()
-        time.sleep(0.3)
     assert httpx.get(f"{ng.url}/metrics").status_code == 200
 
 
@@ -105,23 +113,12 @@ def test_health_is_503_when_the_routed_backend_is_down(stack):
 
 def test_api_key_required_when_configured(stack):
     _, ng, _ = stack
-    keys = ng.prefix / "conf" / "ernie-ops" / "api-keys.map"
-    original = keys.read_text()
-    gw = gw_of(ng)
-    try:
-        keys.write_text('default 1;\n"Bearer s3cret" 0;\n')
-        gw.test()
-        gw.reload()
-        time.sleep(0.3)
+    with include_replaced(ng, "api-keys.map", 'default 1;\n"Bearer s3cret" 0;\n'):
         assert httpx.get(f"{ng.url}/v1/models").status_code == 401
         assert httpx.get(f"{ng.url}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
         ok = httpx.get(f"{ng.url}/v1/models", headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and ok.json()["data"][0]["id"] == SERVED_NAME
         assert httpx.get(f"{ng.url}/health").status_code == 200  # health stays open for load balancers
-    finally:
-        keys.write_text(original)
-        gw.reload()
-        time.sleep(0.3)
 
 
 def test_rate_limit_and_body_limit(stack):

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ernie_ops import procs, sse
+from ernie_ops import procs
 from tests.conftest import free_port, write_config
-from tests.harness import serve_proc
+from tests.harness import serve_proc, stream_client
 from tests.harness.tiny_model import SERVED_NAME
 
 LONG_STREAM_TOKENS = 1500  # ~3-6 s on the tiny model: long enough to be mid-stream at SIGTERM
@@ -27,21 +27,7 @@ def _counter(base: str, name: str) -> float:
 
 
 def _stream(base: str, results: dict, key: int, first_chunk: threading.Event) -> None:
-    body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": LONG_STREAM_TOKENS, "ignore_eos": True, "stream": True}
-    chunks, reason, done = 0, None, False
-    try:
-        with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=120) as r:
-            for data in sse.iter_data(r.iter_bytes()):
-                event = sse.parse(data)
-                if event is None:
-                    done = True
-                    break
-                chunks += 1
-                first_chunk.set()
-                reason = event["choices"][0].get("finish_reason") or reason
-        results[key] = (chunks, reason, done, None)
-    except Exception as exc:  # recorded and asserted on by the test
-        results[key] = (chunks, reason, done, exc)
+    results[key] = stream_client.stream_once(base, SERVED_NAME, LONG_STREAM_TOKENS, on_first_chunk=first_chunk.set)
 
 
 @pytest.fixture
@@ -101,9 +87,9 @@ def test_ready_watchdog_and_drain_on_real_engine(config_path, short_tmp):
         print(f"\nstop mid-stream: launcher exited {code} after {stop_seconds:.1f}s")
         assert code == 0, sp.log[-3000:]
         for i in range(4):
-            chunks, reason, done, exc = results[i]
-            assert exc is None and done and reason == "length", f"stream {i} was cut: {results[i]}"
-            assert chunks >= LONG_STREAM_TOKENS - 5
+            r = results[i]
+            assert r["error"] is None and r["done"] and r["finish_reason"] == "length", f"stream {i} was cut: {r}"
+            assert r["chunks"] >= LONG_STREAM_TOKENS - 5
         assert sp.notify.first("STOPPING", "1") is not None
         assert not [p for p in group_pids if psutil_alive(p)], "engine processes survived the stop"
         assert not [f for f in shm_before if os.path.exists(f)], "shared memory left behind"
