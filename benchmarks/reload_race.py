@@ -58,19 +58,27 @@ def race(ng: nginx.Nginx, port: int, seconds: float = 20.0) -> tuple[int, int, i
     return reloads, res["ok"], res["failed"], errors
 
 
-def switch_latency(ng: nginx.Nginx, a: int, b: int, runs: int = 10) -> list[float]:
-    """Bare rewrite + reload, idle: seconds from the write until /health answers from the new port."""
+def switch_latency(ng: nginx.Nginx, a: int, b: int, runs: int = 10) -> dict[str, list[float]]:
+    """Idle, alternating: seconds from the upstream write until /health answers from the new port, for
+    a bare rewrite + `nginx -s reload` and for `ernie-ops`'s switch (rewrite + `nginx -t` + reload)."""
     gw = gateway.Gateway(config.GatewayConfig(**ng.gateway_config()))
-    out = []
+    out: dict[str, list[float]] = {"bare": [], "ernie-ops": []}
+    target = a
     with httpx.Client() as client:
-        for i in range(runs):
-            target = b if i % 2 == 0 else a
-            t0 = time.perf_counter()
-            gw.write_upstream(gateway.render_upstream(target))
-            gw.reload()
+        for i in range(2 * runs):
+            target = b if target == a else a
+            kind = "bare" if i % 2 == 0 else "ernie-ops"
+            text = gateway.render_upstream(target)
+            if kind == "bare":
+                gw.write_upstream(text)
+                t0 = time.perf_counter()
+                gw.reload()
+            else:
+                t0 = time.perf_counter()
+                gw.switch(target)  # its own write, nginx -t, reload
             while not client.get(f"{ng.url}/health").headers.get("x-ernie-upstream", "").endswith(f":{target}"):
-                time.sleep(0.005)
-            out.append(time.perf_counter() - t0)
+                time.sleep(0.002)
+            out[kind].append(time.perf_counter() - t0)
             time.sleep(0.5)
     return out
 
@@ -98,8 +106,12 @@ def main() -> None:
                 reloads, ok, failed, errors = race(ng, port)
                 print(f"{name:32s}: {reloads} reloads, {ok} ok, {failed} failed {sorted(set(errors))}", flush=True)
             lat = switch_latency(shipped, port, port2)
-            print(f"switch latency (write -> first answer from new port), idle, {len(lat)} runs: "
-                  f"median {statistics.median(lat) * 1000:.0f} ms, min {min(lat) * 1000:.0f}, max {max(lat) * 1000:.0f}")  # fmt: skip
+            for kind, values in lat.items():
+                med, lo, hi = (statistics.median(values) * 1000, min(values) * 1000, max(values) * 1000)
+                print(f"switch latency {kind:9s} (upstream written -> first answer from the new port), idle, "
+                      f"{len(values)} runs: median {med:.0f} ms, min {lo:.0f}, max {hi:.0f}")  # fmt: skip
+            ratio = statistics.median(lat["ernie-ops"]) / statistics.median(lat["bare"])
+            print(f"ernie-ops switch / bare reload: {ratio:.2f} (goal <= 1.2)")
         finally:
             shipped.stop()
             keepalive.stop()

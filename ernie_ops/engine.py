@@ -40,6 +40,8 @@ class EngineCommand:
     env: dict[str, str] = field(default_factory=dict)
     accelerator: str = "cpu"
     dirs: InstanceDirs | None = None
+    # CPU hosts: every process of the engine stays on these cores (None: no confinement)
+    cpus: frozenset[int] | None = None
 
 
 def installed_build() -> str | None:
@@ -84,6 +86,15 @@ def cpu_cores_for(cfg: Config, port: int, ncpu: int | None = None) -> str:
     first = (idx * share) % ncpu
     last = min(first + share, ncpu) - 1
     return str(first) if first == last else f"{first}-{last}"
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """ "0-3,6" -> {0, 1, 2, 3, 6}"""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
 
 
 def build_command(
@@ -136,10 +147,16 @@ def build_command(
         "DO_NOT_TRACK": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    cpus = None
     if accel == "cpu":
+        cores = cpu_cores_for(cfg, port, ncpu)
         out["VLLM_CPU_KVCACHE_SPACE"] = str(v.cpu_kvcache_space_gib)
-        out["VLLM_CPU_OMP_THREADS_BIND"] = cpu_cores_for(cfg, port, ncpu)
+        out["VLLM_CPU_OMP_THREADS_BIND"] = cores
+        # Not only the OMP threads: the API server and the engine core (which busy-polls) stay on the
+        # instance's cores too, or they starve a neighbour (measured: a second instance loading beside
+        # a busy one took 220 s to minutes instead of ~50 s on 2 cores).
+        cpus = parse_cpu_list(cores)
     elif inst.gpu is not None:
         out["CUDA_VISIBLE_DEVICES"] = str(inst.gpu)
     out.update(v.env)
-    return EngineCommand(argv=argv, env=out, accelerator=accel, dirs=dirs)
+    return EngineCommand(argv=argv, env=out, accelerator=accel, dirs=dirs, cpus=cpus)

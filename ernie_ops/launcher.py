@@ -133,6 +133,13 @@ class Launcher:
                 f"TMPDIR {dirs.tmp} is {len(str(dirs.tmp))} characters; vLLM's IPC socket paths need it at most "
                 f"{MAX_TMPDIR_LEN} (Unix socket limit): shorten paths.cache_dir",
             )
+        cpus = self.command.cpus
+        if cpus and not cpus <= os.sched_getaffinity(0):
+            allowed = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+            return ServeOutcome(
+                EXIT_USAGE,
+                f"instance {self.port} is bound to cores {sorted(cpus)}, but only {allowed} exist here: fix instances[].cpu_cores",
+            )
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -148,11 +155,14 @@ class Launcher:
             for d in dirs.all():
                 d.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._status(f"starting engine ({self.command.accelerator}): {' '.join(self.command.argv)}")
+        cpus = self.command.cpus
         self.proc = subprocess.Popen(
             self.command.argv,
             env={**self.env, **self.command.env},
             start_new_session=True,  # own process group: the whole engine can be signalled at once
             stdin=subprocess.DEVNULL,
+            # inherited by every process and thread the engine starts (the launcher has no threads yet)
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
         self._status(f"loading model {self.cfg.model.path} (engine pid {self.proc.pid})")
 

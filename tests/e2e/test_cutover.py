@@ -146,7 +146,14 @@ def test_cutover_under_load_loses_no_request(sb):
     assert hist["active_port"] == 8001 and hist["previous_port"] == 8000
 
 
+def prestart(sb, port: int) -> None:
+    """Start the target before the load: beside a loaded instance on 2 CPU cores a start takes minutes
+    (the other engine's scheduler busy-polls a core). The cutover then adopts it (its step 2)."""
+    sb.systemctl("start", f"ernie-vllm@{port}.service")
+
+
 def test_rollback_after_a_good_cutover(sb):
+    prestart(sb, 8000)
     load = Load(sb, streams=4)
     try:
         code, res = cli_json(sb, "rollback")
@@ -200,6 +207,7 @@ def aborted_cutover(sb, *extra: str) -> tuple[dict, dict, dict]:
 
 def test_target_serving_the_wrong_model_is_refused_at_the_gate(sb):
     drop_in_8001(sb, "'s/served_name: ernie-tiny/served_name: another-model/'")
+    prestart(sb, 8001)
     res, _, _ = aborted_cutover(sb)
     assert res["outcome"] == "aborted" and "wrong model" in res["error"] and "another-model" in res["error"], res
     assert [s["name"] for s in res["steps"]] == ["preflight", "start", "gate", "undo: stop new"]
@@ -231,6 +239,7 @@ def test_failed_reload_rolls_back(sb):
 
 
 def test_cutover_killed_between_switch_and_drain_converges_on_rerun(sb):
+    prestart(sb, 8001)
     load = Load(sb, streams=4)
     cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8001"])
     try:
@@ -258,7 +267,7 @@ def test_cutover_killed_between_switch_and_drain_converges_on_rerun(sb):
 def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
     """Clients that talk to 8001 directly (bypassing nginx) keep it busy: the drain gives up after
     --drain-timeout and stops it anyway; traffic through the gateway is not affected."""
-    sb.systemctl("start", "ernie-vllm@8000.service")  # the rollback target is up already: adopted
+    prestart(sb, 8000)
     direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8001", SERVED_NAME, "4"])
     load = Load(sb, streams=2, plain_threads=1)
     try:

@@ -53,6 +53,10 @@ def test_ready_watchdog_and_drain_on_real_engine(config_path, short_tmp):
         assert _counter(base, "vllm:generation_tokens_total") >= 1
         assert _counter(base, "vllm:request_success_total") >= 1
         assert "smoke completion ok" in sp.log
+        # CPU host: the whole engine (API server, engine core, worker) stays on the instance's own cores.
+
+        engine_procs = [sp.engine(), *sp.engine().children(recursive=True)]
+        assert {frozenset(p.cpu_affinity()) for p in engine_procs} == {frozenset({0})}, [p.cpu_affinity() for p in engine_procs]
 
         # Watchdog: pings at ~0.5 s (WATCHDOG_USEC=1.5 s / 3) while /health answers.
         time.sleep(2.0)

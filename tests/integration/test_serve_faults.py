@@ -172,3 +172,16 @@ def test_watchdog_signal_kills_the_engine_at_once(short_tmp, stub_venv, tiny_mod
         assert sp.notify.first("STOPPING") is None  # not a stop: a failure
     finally:
         sp.stop()
+
+
+def test_cores_that_do_not_exist_are_exit_2(short_tmp, tiny_model_dir):
+    port = free_port()
+    cfg = write_config(short_tmp / "ernie.yaml", tiny_model_dir, [port], short_tmp / "cache")
+    text = cfg.read_text().replace(f"- port: {port}", f"- port: {port}\n  cpu_cores: '4000'")
+    cfg.write_text(text)
+    sp = serve_proc.start(cfg, port, short_tmp)
+    try:
+        assert sp.proc.wait(timeout=30) == 2
+        assert "bound to cores [4000]" in sp.log and "Traceback" not in sp.log
+    finally:
+        sp.stop()

@@ -22,6 +22,7 @@ def test_cpu_build_uses_the_module_entry_point_and_own_cores():
     assert a.argv[:5] == ["/opt/v/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", c.model.path]
     assert a.env["VLLM_CPU_OMP_THREADS_BIND"] == "0" and b.env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
     assert a.env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert (a.cpus, b.cpus) == (frozenset({0}), frozenset({1}))  # the whole engine, not only its OMP threads
     assert "--gpu-memory-utilization" not in a.argv
 
 
@@ -32,7 +33,7 @@ def test_gpu_build_uses_vllm_serve_with_its_gpu():
     assert cmd.env["CUDA_VISIBLE_DEVICES"] == "1"
     assert cmd.argv[cmd.argv.index("--gpu-memory-utilization") + 1] == "0.45"
     assert "--enforce-eager" not in cmd.argv  # CUDA graphs stay on for the dense model
-    assert "VLLM_CPU_OMP_THREADS_BIND" not in cmd.env
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in cmd.env and cmd.cpus is None
 
 
 def test_flags_follow_the_config():
@@ -87,3 +88,8 @@ def test_auto_follows_the_installed_wheel(monkeypatch):
     monkeypatch.setattr(engine, "installed_build", lambda: "gpu")
     assert engine.resolve_accelerator("auto") == "gpu"
     assert engine.resolve_accelerator("cpu") == "cpu"
+
+
+def test_cpu_list_parsing():
+    assert engine.parse_cpu_list("0-3,6") == frozenset({0, 1, 2, 3, 6})
+    assert engine.parse_cpu_list("5") == frozenset({5})
