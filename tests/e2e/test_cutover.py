@@ -74,18 +74,26 @@ def test_invalid_port_is_a_usage_error(sb):
 
 def test_target_already_active_changes_nothing(sb):
     pid_before = sb.show("ernie-vllm@8000.service", "MainPID")
-    code, res = cli_json(sb, "cutover", "8000")
+    load = Load(sb, streams=2, plain_threads=1)
+    try:
+        code, res = cli_json(sb, "cutover", "8000")
+    finally:
+        bench, plain = load.finish()
     assert code == 0 and res["outcome"] == "already-active", res
+    assert bench["failed"] == 0 and plain["failed"] == 0 and set(bench["upstreams"]) == {"127.0.0.1:8000"}, (bench, plain)
     assert sb.show("ernie-vllm@8000.service", "MainPID") == pid_before
     assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
 
 
 def test_broken_nginx_config_refuses_before_starting_anything(sb):
     sb.run("cp /etc/nginx/ernie-ops/api-keys.map /root/keys.bak && echo 'not nginx syntax' > /etc/nginx/ernie-ops/api-keys.map")
+    load = Load(sb, streams=2, plain_threads=1)
     try:
         code, res = cli_json(sb, "cutover", "8001")
     finally:
         sb.run("cp /root/keys.bak /etc/nginx/ernie-ops/api-keys.map")
+        bench, plain = load.finish()
+    assert bench["failed"] == 0 and plain["failed"] == 0 and bench["ok"] > 0, (bench, plain)
     assert code == 1 and res["outcome"] == "aborted" and "nginx -t failed" in res["error"], res
     assert [s["name"] for s in res["steps"]] == ["preflight"]
     assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
