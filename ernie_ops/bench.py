@@ -23,8 +23,7 @@ from dataclasses import asdict, dataclass, field
 import httpx
 
 from ernie_ops import sse
-
-UPSTREAM_HEADER = "x-ernie-upstream"
+from ernie_ops.gateway import UPSTREAM_HEADER
 
 
 @dataclass(frozen=True)

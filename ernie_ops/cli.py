@@ -77,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="machine-readable report")
     b.set_defaults(func=cmd_bench)
 
+    lg = sub.add_parser("logs", help="journal of the instances (all configured ones by default)")
+    lg.add_argument("ports", nargs="*", type=_port, help="instances (default: every configured one)")
+    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("-n", "--lines", type=int, default=100)
+    lg.add_argument("--phases", action="store_true", help="only the launcher's phase lines, not vLLM's")
+    lg.set_defaults(func=cmd_logs)
+
     st = sub.add_parser("status", help="instances, health, load, and where nginx routes")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_status)
@@ -188,6 +195,22 @@ def _print_bench(r) -> None:
     for k, v in rows:
         t.add_row(k, v)
     out_console.print(t)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    import os
+
+    from ernie_ops import systemd
+
+    cfg = config.load(args.config)
+    for port in args.ports:
+        cfg.instance(port)
+    argv = systemd.journal_argv(args.ports or [i.port for i in cfg.instances], args.follow, args.lines, args.phases)
+    try:
+        os.execvp(argv[0], argv)
+    except FileNotFoundError:
+        raise ErnieOpsError("journalctl not found: logs are in the systemd journal") from None
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:

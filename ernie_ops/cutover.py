@@ -29,9 +29,8 @@ import httpx
 from ernie_ops import engine, metrics, probe, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
-from ernie_ops.gateway import Gateway
+from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
 
-UPSTREAM_HEADER = "x-ernie-upstream"
 GPU_BUDGET = 0.95  # two instances on one GPU must leave this much headroom for CUDA contexts
 
 
@@ -165,20 +164,21 @@ class Cutover:
         if self.dry_run:
             r.outcome, r.ok = "dry-run", True
             return r
-        started_here = False
         try:
-            started_here = self._start_or_adopt()
+            self._start_or_adopt()
             self._step("gate", self._gate)
         except Exception as exc:
-            self._undo_before_switch(started_here)
+            self._undo_step("undo: stop new", lambda: self._stop(self.target))
             return self._fail("aborted", exc)
 
+        previous_upstream = self.gateway.read_upstream()
         try:
-            switched: list = []
-            self._step("switch", lambda: self._switch(switched))
+            self._step("switch", self._switch)
             self._step("verify", self._verify)
         except Exception as exc:
-            self._undo_after_switch(switched[0] if switched else None, started_here)
+            # switch() already put the old file back if nginx refused it; restoring again is harmless
+            self._undo_step("undo: restore upstream", lambda: self._restore(previous_upstream))
+            self._undo_step("undo: stop new", lambda: self._stop(self.target))
             return self._fail("rolled-back", exc)
 
         r.outcome, r.ok = "switched", True
@@ -201,18 +201,16 @@ class Cutover:
         plan = f"route {source} -> {self.target}" if source else f"route -> {self.target} (nothing routed now)"
         return f"{plan}; nginx -t ok"
 
-    def _start_or_adopt(self) -> bool:
-        """True if this run started the unit (so an abort stops it); an adopted one is stopped too."""
-        unit = systemd.state(self.target)
-        if unit.active == "active":
+    def _start_or_adopt(self) -> None:
+        """A running, serving target is adopted; an abort stops the target either way (it gets no traffic)."""
+        if systemd.state(self.target).active == "active":
             try:
                 probe.gate(probe.base_url(self.target), self.cfg.model.served_name, self.cfg.health)
                 self._step("start", lambda: f"adopted running {systemd.unit_name(self.target)} (already serving)")
-                return True
+                return
             except ProbeFailed:
-                pass  # running but not serving: restart it below
-        self._step("start", lambda: self._systemctl_start())
-        return True
+                pass  # running but not serving: the gate below decides
+        self._step("start", self._systemctl_start)
 
     def _systemctl_start(self) -> str:
         systemd.start(self.target, timeout=self.t.start)
@@ -222,9 +220,8 @@ class Cutover:
         g = probe.gate(probe.base_url(self.target), self.cfg.model.served_name, self.cfg.health)
         return f"/health ok, serves {self.cfg.model.served_name}, completion {g.finish_reason} in {g.seconds:.2f}s"
 
-    def _switch(self, switched: list) -> str:
-        res = self.gateway.switch(self.target)
-        switched.append(res.previous_text)
+    def _switch(self) -> str:
+        self.gateway.switch(self.target)
         return f"upstream -> 127.0.0.1:{self.target}, nginx -t ok, reloaded"
 
     def _verify(self) -> str:
@@ -297,16 +294,6 @@ class Cutover:
             r.warnings.append(f"could not write the state file in {self.state_dir}: {exc}")
 
     # -- undo ------------------------------------------------------------------------------
-    def _undo_before_switch(self, started_here: bool) -> None:
-        if started_here:
-            self._undo_step("undo: stop new", lambda: self._stop(self.target))
-
-    def _undo_after_switch(self, previous_text: str | None, started_here: bool) -> None:
-        if previous_text is not None:
-            self._undo_step("undo: restore upstream", lambda: self._restore(previous_text))
-        if started_here:
-            self._undo_step("undo: stop new", lambda: self._stop(self.target))
-
     def _restore(self, previous_text: str) -> str:
         self.gateway.restore(previous_text)
         return "previous upstream restored, nginx reloaded"

@@ -18,6 +18,7 @@ from ernie_ops.config import GatewayConfig
 from ernie_ops.errors import ErnieOpsError
 
 SERVER_LINE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b([^;#]*);", re.M)
+UPSTREAM_HEADER = "x-ernie-upstream"  # set by nginx/ernie-ops.conf on every response: which instance answered
 HEADER = "# Written by `ernie-ops` (cutover / rollback) only; do not edit by hand.\n"
 
 

@@ -9,9 +9,8 @@ import httpx
 
 from ernie_ops import metrics, probe, state, systemd
 from ernie_ops.config import Config
-from ernie_ops.cutover import UPSTREAM_HEADER
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.gateway import Gateway
+from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
 
 
 @dataclass

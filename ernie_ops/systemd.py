@@ -76,3 +76,15 @@ def journal_tail(port: int, lines: int = 2) -> str:
         return "(journal unavailable)"
     mine = [line for line in r.stdout.splitlines() if f"[serve {port}]" in line]
     return " | ".join(mine[-lines:]) or "(no launcher lines in the journal)"
+
+
+def journal_argv(ports: list[int], follow: bool = False, lines: int = 100, launcher_only: bool = False) -> list[str]:
+    """journalctl for the given instances (what `ernie-ops logs` runs)."""
+    argv = ["journalctl", "--no-pager", "-o", "short-iso", "-n", str(lines)]
+    for port in ports:
+        argv += ["-u", unit_name(port)]
+    if launcher_only:
+        argv += ["--grep", r"\[serve [0-9]+\]"]
+    if follow:
+        argv.append("-f")
+    return argv

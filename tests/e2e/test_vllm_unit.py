@@ -76,6 +76,8 @@ def test_start_returns_only_when_the_model_serves(sb):
         assert phase in journal, f"journal lacks {phase!r}:\n{journal[-3000:]}"
     user = sb.run(["ps", "-o", "user=", "-p", sb.show(UNIT, "MainPID")]).stdout.strip()
     assert user == "ernie"
+    phases = sb.run(["/opt/ernie-ops/venv/bin/python", "-m", "ernie_ops", "logs", "8000", "--phases", "-n", "500"]).stdout
+    assert "READY:" in phases and "loading model" in phases and "APIServer" not in phases, phases
 
 
 def test_killed_engine_is_restarted(sb):
