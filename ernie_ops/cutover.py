@@ -151,6 +151,9 @@ class Cutover:
         source = self.source_arg if self.source_arg is not None else active
         r.source = source
         if active == self.target:
+            if self.dry_run:
+                r.outcome, r.ok = "dry-run", True
+                return r
             return self._converge()
         if source is not None and source == self.target:
             raise UsageError(f"source and target are both {self.target}")

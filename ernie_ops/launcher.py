@@ -39,9 +39,13 @@ DEFAULT_WATCHDOG_PING = 5.0  # seconds between pings when systemd gives no WATCH
 STARTUP_KILL_GRACE = 5.0  # a loading engine ignores SIGTERM (measured > 90 s): bound the wait
 # vLLM binds ZMQ IPC sockets at $TMPDIR/<uuid4>; a Unix socket path holds at most 107 bytes.
 MAX_TMPDIR_LEN = 107 - 1 - 36
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)  # SIGABRT: systemd's WatchdogSignal
 
 
-class _StopRequested(Exception):
+class _StopRequested(BaseException):
+    """Raised from the signal handler. A BaseException, like KeyboardInterrupt, so that library code
+    catching Exception (sdnotify swallows errors in notify()) cannot swallow a stop request."""
+
     def __init__(self, signum: int):
         self.signum = signum
 
@@ -74,11 +78,18 @@ class Launcher:
         self.proc: subprocess.Popen | None = None
         self.shm_seen: set[str] = set()
         self.ready = False
+        self.stopping = False
         self.outcome: ServeOutcome | None = None
 
     # -- sd_notify -------------------------------------------------------------------------
     def _notify(self, *fields: str) -> None:
-        self.notifier.notify("\n".join(fields))
+        # sdnotify's notify() has a bare `except:`: a stop request raised by our signal handler inside it
+        # would vanish. Hold the stop signals for the microseconds of the send; they arrive right after.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            self.notifier.notify("\n".join(fields))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def _status(self, text: str) -> None:
         log.info("[serve %s] %s", self.port, text)
@@ -94,7 +105,7 @@ class Launcher:
 
     # -- main ------------------------------------------------------------------------------
     def run(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)}
+        previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         try:
             self.outcome = self._run()
         finally:
@@ -104,6 +115,12 @@ class Launcher:
         return self.outcome.exit_code
 
     def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.stopping:
+            # Already stopping: a second TERM/INT must not break the drain; an ABRT (watchdog) kills at once.
+            if signum == signal.SIGABRT:
+                self._kill_now(signum)
+            return
+        self.stopping = True
         # Raising interrupts a probe blocked in a socket call, so a stop never waits for a timeout.
         raise _StopRequested(signum)
 
@@ -118,8 +135,12 @@ class Launcher:
                 return ready
             return self._serve()
         except _StopRequested as stop:
-            signal.signal(stop.signum, signal.SIG_IGN)  # a second TERM must not break the drain
             return self._stop(stop.signum)
+
+    def _kill_now(self, signum: int) -> None:
+        log.error("[serve %s] %s during the stop: SIGKILL of the engine group", self.port, signal.Signals(signum).name)
+        if self.proc is not None:
+            procs.signal_group(self.proc.pid, signal.SIGKILL)
 
     def _preflight(self) -> ServeOutcome | None:
         """Fail fast, with exit 2 (RestartPreventExitStatus), on problems a restart cannot fix."""

@@ -9,6 +9,7 @@ line). STUB_MODE selects the fault:
   exit0-after-ready  serves, then exits 0 one second after its first completion (EngineDeadError case)
   fail-after-ready   the first completion (the launcher's READY gate) works, later ones get HTTP 500
   slow-after-ready   the first completion works, later ones hang for 60 s (a smoke-test time-out)
+  deaf-serving       serves normally but ignores SIGTERM (a drain that never ends)
   ok                 serves normally
 Every mode maps a /dev/shm/psm_stub_<pid> segment, like vLLM's shared memory.
 """
@@ -76,6 +77,9 @@ class Handler(BaseHTTPRequestHandler):
         if MODE == "exit0-after-ready":
             threading.Timer(1.0, lambda: os._exit(0)).start()
 
+
+if MODE == "deaf-serving":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 if MODE == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

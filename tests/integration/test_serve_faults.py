@@ -185,3 +185,23 @@ def test_cores_that_do_not_exist_are_exit_2(short_tmp, tiny_model_dir):
         assert "bound to cores [4000]" in sp.log and "Traceback" not in sp.log
     finally:
         sp.stop()
+
+
+def test_watchdog_signal_during_a_drain_kills_at_once(short_tmp, stub_venv, tiny_model_dir):
+    """A drain that never ends (engine deaf to SIGTERM) is cut short by systemd's WatchdogSignal."""
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "deaf-serving")
+    try:
+        sp.wait_ready(timeout=30)
+        engine = sp.engine()
+        sp.terminate(signal.SIGTERM)
+        sp.terminate(signal.SIGTERM)  # a second TERM is ignored, the drain goes on
+        time.sleep(1.0)
+        assert sp.proc.poll() is None and engine.is_running()
+        t0 = time.monotonic()
+        sp.terminate(signal.SIGABRT)
+        code = sp.proc.wait(timeout=20)
+        assert time.monotonic() - t0 < 3, "SIGABRT did not cut the drain short"
+        assert code == 0 and "SIGABRT during the stop" in sp.log, sp.log
+        assert not engine.is_running() or engine.status() == "zombie"
+    finally:
+        sp.stop()

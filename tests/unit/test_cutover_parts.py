@@ -154,3 +154,23 @@ def test_bench_summary_counts_retries_cuts_and_port_mix():
     assert r.qps == 1.0 and r.output_tokens_per_s == 8.0
     assert r.upstreams == {"127.0.0.1:8000": 1, "127.0.0.1:8001": 1}
     assert r.ttft_p50 in (0.01, 0.03) and r.errors == {"cut: ReadError": 1}
+
+
+def _dry_cfg(tmp_path: Path) -> config.Config:
+    up = tmp_path / "upstream.conf"
+    up.write_text(gateway.render_upstream(8000))
+    return config.parse(
+        f"vllm:\n  accelerator: cpu\n  cpu_kvcache_space_gib: 1\ngateway:\n  upstream_file: {up}\n  nginx_binary: /bin/true\n"
+        f"paths:\n  state_dir: {tmp_path / 'state'}\n"
+    )
+
+
+def test_dry_run_runs_only_the_preflight_and_changes_nothing(tmp_path):
+    cfg = _dry_cfg(tmp_path)
+    before = (tmp_path / "upstream.conf").read_text()
+    res = cutover.Cutover(cfg, 8001, dry_run=True).run()
+    assert res.ok and res.outcome == "dry-run" and [s.name for s in res.steps] == ["preflight"]
+    assert "route 8000 -> 8001" in res.steps[0].detail
+    assert (tmp_path / "upstream.conf").read_text() == before
+    same = cutover.Cutover(cfg, 8000, dry_run=True).run()  # already routed: not even a probe
+    assert same.ok and same.outcome == "dry-run" and same.steps == []
