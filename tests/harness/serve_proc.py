@@ -16,6 +16,14 @@ import psutil
 from tests.harness.notify import NotifySocket
 
 
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 @dataclass
 class ServeProcess:
     proc: subprocess.Popen

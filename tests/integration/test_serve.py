@@ -95,22 +95,13 @@ def test_ready_watchdog_and_drain_on_real_engine(config_path, short_tmp):
             assert r["error"] is None and r["done"] and r["finish_reason"] == "length", f"stream {i} was cut: {r}"
             assert r["chunks"] >= LONG_STREAM_TOKENS - 5
         assert sp.notify.first("STOPPING", "1") is not None
-        assert not [p for p in group_pids if psutil_alive(p)], "engine processes survived the stop"
+        assert not [p for p in group_pids if serve_proc.alive(p)], "engine processes survived the stop"
         assert not [f for f in shm_before if os.path.exists(f)], "shared memory left behind"
         assert decoy.exists(), "the launcher removed shared memory it did not own"
         assert not (short_tmp / "cache" / str(port) / "tmp").exists()
     finally:
         sp.stop()
         decoy.unlink(missing_ok=True)
-
-
-def psutil_alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_sigterm_while_loading_is_bounded(config_path, short_tmp):
@@ -130,8 +121,8 @@ def test_sigterm_while_loading_is_bounded(config_path, short_tmp):
         print(f"\nSIGTERM while loading: exit {code} after {took:.1f}s ({len(group_pids)} engine processes)")
         assert code == 0
         assert took < 5 + 5, f"stop took {took:.1f}s, bound is the 5 s start-up grace"
-        assert not psutil_alive(engine.pid)
-        assert not [p for p in group_pids if psutil_alive(p)]
+        assert not serve_proc.alive(engine.pid)
+        assert not [p for p in group_pids if serve_proc.alive(p)]
         assert not [f for f in shm if os.path.exists(f)]
     finally:
         sp.stop()
@@ -156,7 +147,7 @@ def test_engine_core_death_exits_nonzero(config_path, short_tmp):
         print(f"\nengine core killed: launcher exit {code}; {sp.log.splitlines()[-2] if sp.log else ''}")
         assert code == 1, sp.log[-3000:]
         assert "without being asked to stop" in sp.log
-        assert not [p for p in group_pids if psutil_alive(p)]
+        assert not [p for p in group_pids if serve_proc.alive(p)]
         assert not [f for f in shm if os.path.exists(f)]
     finally:
         sp.stop()
