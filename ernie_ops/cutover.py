@@ -333,8 +333,7 @@ class Cutover:
         return r
 
     def _reload(self) -> str:
-        self.gateway.test()
-        self.gateway.reload()
+        self.gateway.apply()
         return "upstream already names the target; nginx -t ok, reloaded"
 
 

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,13 +23,6 @@ HEADER = "# Written by `ernie-ops` (cutover / rollback) only; do not edit by han
 
 class GatewayError(ErnieOpsError):
     """nginx refused a config or a reload; carries nginx's own message."""
-
-
-@dataclass(frozen=True)
-class SwitchResult:
-    previous_port: int | None
-    port: int
-    previous_text: str
 
 
 def render_upstream(port: int, previous: int | None = None) -> str:
@@ -57,7 +49,10 @@ class Gateway:
             raise GatewayError(f"upstream include {self.upstream} does not exist; provision nginx (Ansible role `nginx`)") from None
 
     def active_port(self) -> int | None:
-        ports = parse_ports(self.read_upstream())
+        return self._single_port(self.read_upstream())
+
+    def _single_port(self, text: str) -> int | None:
+        ports = parse_ports(text)
         if len(ports) > 1:
             raise GatewayError(f"{self.upstream} routes to several ports {ports}; ernie-ops writes exactly one")
         return ports[0] if ports else None
@@ -84,6 +79,11 @@ class Gateway:
         if r.returncode != 0:
             raise GatewayError(f"nginx reload failed: {_last_lines(r.stderr)}")
 
+    def apply(self) -> None:
+        """What is on disk now goes live: `nginx -t`, then a graceful reload."""
+        self.test()
+        self.reload()
+
     # -- writing ---------------------------------------------------------------------------
     def write_upstream(self, text: str) -> None:
         """Atomic replace: a concurrent reload sees the old file or the new one, never half."""
@@ -106,24 +106,20 @@ class Gateway:
         finally:
             os.close(dir_fd)
 
-    def switch(self, port: int) -> SwitchResult:
+    def switch(self, port: int) -> None:
         """Route to `port`: write, `nginx -t`, reload. On any failure the previous file is back in place."""
         previous_text = self.read_upstream()
-        previous_port = self.active_port()
-        self.write_upstream(render_upstream(port, previous_port))
+        self.write_upstream(render_upstream(port, self._single_port(previous_text)))
         try:
-            self.test()
-            self.reload()
+            self.apply()
         except BaseException:
             self.write_upstream(previous_text)
             raise
-        return SwitchResult(previous_port=previous_port, port=port, previous_text=previous_text)
 
     def restore(self, text: str) -> None:
         """Put a previous upstream back and reload (the undo of `switch`)."""
         self.write_upstream(text)
-        self.test()
-        self.reload()
+        self.apply()
 
 
 def _last_lines(text: str, n: int = 3) -> str:

@@ -44,7 +44,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)  # SIGABRT: syste
 
 class _StopRequested(BaseException):
     """Raised from the signal handler. A BaseException, like KeyboardInterrupt, so that library code
-    catching Exception (sdnotify swallows errors in notify()) cannot swallow a stop request."""
+    catching Exception cannot swallow a stop request (sdnotify's bare `except:` is handled in `_notify`)."""
 
     def __init__(self, signum: int):
         self.signum = signum

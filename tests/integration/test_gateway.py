@@ -51,8 +51,7 @@ def include_replaced(ng: nginx.Nginx, name: str, text: str):
     gw = gw_of(ng)
     try:
         path.write_text(text)
-        gw.test()
-        gw.reload()
+        gw.apply()
         time.sleep(0.3)
         yield
     finally:
