@@ -25,7 +25,7 @@ setup(
     ],
     extras_require={
         "vllm": ["vllm"],
-        "chat": ["chainlit>=2"],
+        "chat": ["chainlit==2.12.0"],  # pinned to the version the browser tests ran; its own venv: its mcp pin clashes with vLLM's
         "dev": ["pytest>=8", "ruff>=0.6", "openai>=1.40", "ansible>=10", "ansible-lint>=24", "playwright>=1.45"],
     },
     entry_points={"console_scripts": ["ernie-ops=ernie_ops.cli:main"]},

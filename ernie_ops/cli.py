@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 
 from ernie_ops import __version__, config
@@ -93,6 +94,23 @@ def build_parser() -> argparse.ArgumentParser:
     cc = csub.add_parser("check", help="validate and print the resolved config, or every error")
     cc.add_argument("--json", action="store_true", help="machine-readable output")
     cc.set_defaults(func=cmd_config_check)
+
+    ch = sub.add_parser("chat", help="run the Chainlit chat app (ernie-chainlit.service's ExecStart; by hand for development)")
+    ch.add_argument("--host", help="listen address (default: chat.host)")
+    ch.add_argument("--port", type=_port, help="listen port (default: chat.port)")
+    ch.add_argument("--state-dir", help="Chainlit's writable app root (default: $STATE_DIRECTORY, else ~/.local/state/ernie-ops-chat)")
+    ch.set_defaults(func=cmd_chat)
+
+    cu = sub.add_parser("chat-user", help="manage the chat's users file (scrypt-hashed passwords)")
+    cusub = cu.add_subparsers(dest="user_command", required=True, parser_class=_Parser)
+    for name, helptext in (("add", "add a user or set a new password (read from stdin, or asked twice)"), ("remove", "remove a user")):
+        cp = cusub.add_parser(name, help=helptext)
+        cp.add_argument("name")
+        cp.add_argument("--users-file", help="default: chat.users_file from the config")
+        cp.set_defaults(func=cmd_chat_user)
+    cl = cusub.add_parser("list", help="the user names")
+    cl.add_argument("--users-file", help="default: chat.users_file from the config")
+    cl.set_defaults(func=cmd_chat_user)
     return p
 
 
@@ -274,13 +292,50 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_chat(args: argparse.Namespace) -> int:
+    from ernie_ops.chat import server
+
+    cfg = config.load(args.config)
+    return server.run(cfg, config.resolve_path(args.config), server.state_dir(args.state_dir), host=args.host, port=args.port)
+
+
+def _read_password() -> str:
+    """One line from stdin when it is not a terminal (scripts, Ansible); else asked twice without echo."""
+    import getpass
+
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        raise UsageError("the two passwords differ")
+    return first
+
+
+def cmd_chat_user(args: argparse.Namespace) -> int:
+    from ernie_ops.chat import users
+
+    path = args.users_file or config.load(args.config).chat.users_file
+    if args.user_command == "list":
+        for name in sorted(users.load(path)):
+            out_console.print(name)
+        return EXIT_OK
+    if args.user_command == "remove":
+        users.remove(path, args.name)
+        err_console.print(f"removed {args.name} from {path}")
+        return EXIT_OK
+    users.check_new(args.name, "x" * users.MIN_PASSWORD)  # a bad name fails before the password is asked
+    created = users.add(path, args.name, _read_password())
+    err_console.print(f"{'added' if created else 'new password for'} {args.name} in {path}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
     except ErnieOpsError as exc:
-        err_console.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        err_console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")

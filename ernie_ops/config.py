@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+import string
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,6 +97,97 @@ class HealthConfig(_Section):
     smoke_timeout_seconds: float = Field(60.0, gt=0.0, le=3600.0)
 
 
+class ChatFieldConfig(_Section):
+    """One piece of information a scenario collects before it generates (the article's collecting_info)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="placeholder name in prompt_template")
+    label: str = Field(min_length=1, description="how the app asks for it, e.g. 电话 / phone")
+    aliases: list[str] = Field(default_factory=list, description="more labels a user may type before the value ('手机:')")
+    pattern: str | None = Field(None, description="regex a value must match; also finds an unlabelled value in a message")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
+class ScenarioConfig(_Section):
+    """A business scenario of the chat app: a chat profile with its system prompt, starters and fields."""
+
+    name: str = Field(pattern=r"^[^\x00-\x1f/]{1,40}$", description="profile name shown in the UI")
+    description: str = ""
+    system_prompt: str = Field(min_length=1)
+    fields: list[ChatFieldConfig] = Field(default_factory=list)
+    prompt_template: str | None = Field(None, description="the first request once every field is known; {request} + field names")
+    starters: list[str] = Field(default_factory=list, max_length=6)
+    source_field: str | None = Field(None, description="a field shown beside each reply as its source (the article's 引用溯源)")
+
+    @field_validator("fields")
+    @classmethod
+    def _unique_fields(cls, fields: list[ChatFieldConfig]) -> list[ChatFieldConfig]:
+        names = [f.name for f in fields]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"field '{dupes[0]}' is listed more than once")
+        return fields
+
+
+class ChatConfig(_Section):
+    """The Chainlit chat app (`ernie-ops chat`, ernie-chainlit.service), behind nginx's `location /`."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8500, ge=1024, le=65535)
+    root_path: str = Field("", pattern=r"^(/[A-Za-z0-9._~-]+)*$", description="'' when nginx serves the app at /")
+    gateway_url: str | None = Field(None, pattern=r"^https?://", description="null: gateway.url (never a fixed instance)")
+    users_file: str = Field("/etc/ernie-ops/chat-users.yaml", min_length=1)
+    app_name: str = Field("ERNIE", min_length=1, max_length=40)
+    connect_timeout_seconds: float = Field(5.0, gt=0.0, le=120.0)
+    read_timeout_seconds: float = Field(60.0, gt=0.0, le=3600.0)
+    reply_timeout_seconds: float = Field(600.0, gt=0.0, le=7200.0)
+    max_tokens: int = Field(1024, ge=1, le=131072)
+    margin_tokens: int = Field(32, ge=0, le=4096)
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    extra_body: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="more /v1/chat/completions fields, e.g. vLLM sampling (top_p, repetition_penalty)"
+    )
+    cleanup: bool = True
+    indent_cjk_paragraphs: bool = False
+    session_timeout_seconds: int = Field(3600, ge=60, le=86400 * 30)
+    default_scenario: str | None = None
+    scenarios: list[ScenarioConfig] | None = Field(None, min_length=1, description="null: the built-in scenarios")
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_owned_keys(cls, value: dict) -> dict:
+        owned = {"model", "messages", "stream", "max_tokens", "max_completion_tokens", "temperature"}
+        clash = sorted(set(value) & owned)
+        if clash:
+            raise ValueError(f"{', '.join(clash)} is set by the chat app (chat.max_tokens, chat.temperature); remove it from extra_body")
+        return value
+
+    @field_validator("scenarios")
+    @classmethod
+    def _unique_scenarios(cls, scenarios: list[ScenarioConfig] | None) -> list[ScenarioConfig] | None:
+        names = [s.name for s in scenarios or []]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"scenario '{dupes[0]}' is listed more than once")
+        return scenarios
+
+    def effective_scenarios(self) -> list[ScenarioConfig]:
+        """The configured scenarios, or the built-in ones (the article's business scenarios)."""
+        if self.scenarios is not None:
+            return list(self.scenarios)
+        from ernie_ops.chat.scenarios import BUILTIN
+
+        return [ScenarioConfig.model_validate(s) for s in BUILTIN]
+
+
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     vllm: VllmConfig = Field(default_factory=VllmConfig)
@@ -102,6 +195,7 @@ class Config(_Section):
     paths: PathsConfig = Field(default_factory=PathsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    chat: ChatConfig = Field(default_factory=ChatConfig)
 
     @field_validator("instances")
     @classmethod
@@ -122,6 +216,9 @@ class Config(_Section):
 
     def instance_index(self, port: int) -> int:
         return [i.port for i in self.instances].index(self.instance(port).port)
+
+    def chat_gateway_url(self) -> str:
+        return (self.chat.gateway_url or self.gateway.url).rstrip("/")
 
 
 def resolve_path(explicit: str | None = None) -> str:
@@ -158,10 +255,54 @@ def parse(text: str, source: str = "<string>") -> Config:
         raise ConfigError([ConfigProblem(source, 1, "(top level)", data, "must be a mapping of sections: " + _allowed(Config))])
     lines = _line_index(node) if node is not None else {}
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as exc:
         problems = [_problem(err, data, lines, source) for err in exc.errors()]
         raise ConfigError(sorted(problems, key=lambda p: p.line or 0)) from None
+    problems = [_located(path, message, data, lines, source) for path, message in _cross_checks(cfg)]
+    if problems:
+        raise ConfigError(sorted(problems, key=lambda p: p.line or 0))
+    return cfg
+
+
+def _cross_checks(cfg: Config) -> list[tuple[tuple, str]]:
+    """Rules that span fields or sections, as (key path, message): pydantic checks one field at a time."""
+    out: list[tuple[tuple, str]] = []
+    chat = cfg.chat
+    room = cfg.vllm.max_model_len - chat.max_tokens - chat.margin_tokens
+    if room < 16:
+        out.append(
+            (
+                ("chat", "max_tokens"),
+                f"max_tokens {chat.max_tokens} + margin_tokens {chat.margin_tokens} leave {room} tokens for the prompt "
+                f"within vllm.max_model_len {cfg.vllm.max_model_len}; at least 16 are needed",
+            )
+        )
+    scenarios = chat.effective_scenarios()
+    names = [s.name for s in scenarios]
+    if chat.default_scenario is not None and chat.default_scenario not in names:
+        out.append((("chat", "default_scenario"), f"not a scenario; scenarios: {', '.join(names)}"))
+    for i, sc in enumerate(chat.scenarios or []):
+        if sc.source_field is not None and sc.source_field not in {f.name for f in sc.fields}:
+            out.append((("chat", "scenarios", i, "source_field"), "not a field of this scenario"))
+        if sc.prompt_template is None:
+            continue
+        try:
+            used = {f for _, f, _, _ in string.Formatter().parse(sc.prompt_template) if f is not None}
+        except ValueError as exc:
+            out.append((("chat", "scenarios", i, "prompt_template"), f"not a valid template: {exc}"))
+            continue
+        unknown = sorted(used - {f.name for f in sc.fields} - {"request"})
+        if unknown:
+            known = ", ".join(["request", *[f.name for f in sc.fields]])
+            out.append((("chat", "scenarios", i, "prompt_template"), f"{{{unknown[0]}}} is not a field of this scenario; known: {known}"))
+    return out
+
+
+def _located(path: tuple, message: str, data: dict, lines: dict[tuple, int], source: str) -> ConfigProblem:
+    field = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+    line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
+    return ConfigProblem(source, line, field, _lookup(data, path), message)
 
 
 def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:

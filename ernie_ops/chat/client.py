@@ -1,0 +1,173 @@
+"""Streaming chat replies from the gateway (never a fixed instance) with httpx.
+
+- Timeouts come from the config: connect, read (the longest silence between two chunks, and the
+  wait for the response head), and the whole reply.
+- One retry, only when the request failed before any response byte arrived (connect refused or
+  reset, the server closed the connection unanswered: the nginx-reload keep-alive race). A reply
+  that started is never repeated: the user saw part of it, and the model would answer differently.
+- Every failure becomes a `ChatError` with a `kind` and a sentence for the user, never a traceback.
+- Cancelling the consuming task (Chainlit's stop button) closes the response, and with it the
+  connection; nginx then closes its upstream connection and vLLM aborts the generation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+
+from ernie_ops import sse
+from ernie_ops.errors import ErnieOpsError
+from ernie_ops.gateway import UPSTREAM_HEADER
+
+FRIENDLY = {
+    "down": "模型服务暂时无法连接，请稍后再试。 / The model service cannot be reached right now; please try again in a moment.",
+    "server": "模型服务出错了，没有给出回复，请再试一次。 / The model service failed to answer; please try again.",
+    "broken": "回复中途断开了，上面是已收到的部分，请重新提问。 / The reply was cut off; what arrived is shown above. Please ask again.",
+    "timeout": "模型服务响应超时，请稍后再试。 / The model service took too long to answer; please try again later.",
+    "too_long": "这条消息太长，模型无法处理，请缩短后再发。 / This message is too long for the model; please shorten it.",
+    "refused": "网关拒绝了请求，请联系管理员。 / The gateway refused the request; please contact an administrator.",
+    "busy": "模型服务繁忙，请稍后再试。 / The model service is busy; please try again shortly.",
+}
+
+
+class ChatError(ErnieOpsError):
+    """A reply that could not be (completely) delivered; `user_text` is what the chat shows."""
+
+    def __init__(self, kind: str, detail: str):
+        self.kind, self.detail = kind, detail
+        self.user_text = FRIENDLY[kind]
+        super().__init__(f"{kind}: {detail}")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect: float = 5.0
+    read: float = 60.0
+    reply: float = 600.0
+
+    def httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.read, pool=self.connect)
+
+
+@dataclass
+class ReplyStats:
+    """What one reply did, for the log line and the tests."""
+
+    started: float = field(default_factory=time.perf_counter)
+    attempts: int = 0
+    upstream: str = ""
+    ttft: float | None = None
+    tokens: int = 0
+    finish_reason: str | None = None
+    seconds: float = 0.0
+
+
+class _BeforeFirstByte(Exception):
+    """No response byte arrived: the only failure that may be retried."""
+
+
+def _status_error(status: int, body: str) -> ChatError:
+    detail = f"HTTP {status}: {body[:300]}"
+    if status == 400 and "maximum context length" in body:
+        return ChatError("too_long", detail)
+    if status in (401, 403):
+        return ChatError("refused", detail)
+    if status == 429:
+        return ChatError("busy", detail)
+    if status in (502, 503, 504):
+        return ChatError("down", detail)
+    if status >= 500:
+        return ChatError("server", detail)
+    return ChatError("refused", detail)
+
+
+class GatewayClient:
+    """One per app process: a connection pool to the gateway, shared by every session."""
+
+    def __init__(self, base_url: str, model: str, timeouts: Timeouts, api_key: str | None = None, extra_body: dict | None = None):
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url, self.model, self.timeouts = base_url.rstrip("/"), model, timeouts
+        self.extra_body = dict(extra_body or {})
+        self.http = httpx.AsyncClient(timeout=timeouts.httpx(), headers=headers)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def _open(self, body: dict, stats: ReplyStats) -> httpx.Response:
+        url = f"{self.base_url}/v1/chat/completions"
+        last: Exception | None = None
+        for attempt in (1, 2):
+            stats.attempts = attempt
+            try:
+                return await self.http.send(self.http.build_request("POST", url, json=body), stream=True)
+            except (httpx.ReadTimeout, httpx.PoolTimeout) as exc:
+                raise ChatError("timeout", f"no response head within {self.timeouts.read:g}s ({type(exc).__name__})") from None
+            except httpx.TransportError as exc:  # connect refused/reset, closed unanswered: nothing was processed
+                last = exc
+        raise ChatError("down", f"{self.base_url}: {type(last).__name__}: {last} (after one retry)")
+
+    async def stream(
+        self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None
+    ) -> AsyncIterator[str]:
+        """Yield the reply's text pieces as they arrive; raise ChatError on any failure."""
+        stats = stats if stats is not None else ReplyStats()
+        body = {
+            **self.extra_body,
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,
+        }
+        deadline = time.monotonic() + self.timeouts.reply
+        resp = await self._open(body, stats)
+        try:
+            stats.upstream = resp.headers.get(UPSTREAM_HEADER, "")
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                raise _status_error(resp.status_code, text)
+            done = False
+            try:
+                async for data in sse.aiter_data(resp.aiter_raw()):
+                    if data == sse.DONE:
+                        done = True
+                        break
+                    piece = _piece(data, stats)
+                    if piece:
+                        if stats.ttft is None:
+                            stats.ttft = time.perf_counter() - stats.started
+                        stats.tokens += 1
+                        yield piece
+                    if time.monotonic() > deadline:
+                        raise ChatError("timeout", f"the reply took longer than {self.timeouts.reply:g}s")
+            except httpx.ReadTimeout:
+                raise ChatError("timeout", f"no data for {self.timeouts.read:g}s in the middle of the reply") from None
+            except httpx.HTTPError as exc:
+                raise ChatError("broken", f"stream broke after {stats.tokens} pieces: {type(exc).__name__}: {exc}") from None
+            if not done:
+                raise ChatError("broken", f"stream ended without [DONE] after {stats.tokens} pieces")
+        finally:
+            stats.seconds = time.perf_counter() - stats.started
+            await resp.aclose()
+
+
+def _piece(data: str, stats: ReplyStats) -> str:
+    """The text of one SSE chunk; an error event from vLLM (e.g. an abort at shutdown) breaks the stream."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        raise ChatError("broken", f"not JSON in the stream: {data[:120]!r}") from None
+    if not isinstance(chunk, dict):
+        raise ChatError("broken", f"unexpected chunk: {data[:120]!r}")
+    if "error" in chunk:
+        raise ChatError("broken", f"error event in the stream: {json.dumps(chunk['error'])[:300]}")
+    choices = chunk.get("choices") or []
+    if not choices:
+        return ""  # a usage-only chunk
+    choice = choices[0]
+    stats.finish_reason = choice.get("finish_reason") or stats.finish_reason
+    return (choice.get("delta") or {}).get("content") or ""

@@ -1,0 +1,86 @@
+"""The article's business scenarios (its 3.3 and 4.2) as data: chat profiles of the app.
+
+`chat.scenarios` in the config replaces this list; each entry has the schema of
+`config.ScenarioConfig`. A scenario with `fields` first collects them (the article's
+collecting_info state; its keyword test `"电话" in text and "地址" in text` accepted a message that
+merely mentioned the words, here a value must be given and must match the field's pattern), then
+sends `prompt_template` filled with them and keeps them in the system prompt for follow-ups.
+
+The article's document Q&A retrieves passages from a vector store; without one here the user pastes
+the document, which the reply then shows as its source (the article's 引用溯源 button).
+"""
+
+from __future__ import annotations
+
+PHONE = r"(?:\+?86[- ]?)?1[3-9]\d{9}|\+?\d[\d -]{6,16}\d"
+DATE = r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?"
+
+BUILTIN: list[dict] = [
+    {
+        "name": "通用助手 General",
+        "description": "自由对话 / Free chat with ERNIE.",
+        "system_prompt": (
+            "你是文心（ERNIE），一个乐于助人的助手。用用户使用的语言回答，简洁、准确；不确定时直接说明。\n"
+            "You are ERNIE, a helpful assistant. Answer in the user's language, briefly and accurately; say so when unsure."
+        ),
+        "starters": ["请用一句话解释量子纠缠，并举一个生活中的类比", "Write a Python function that reverses a string."],
+    },
+    {
+        "name": "客服 Support",
+        "description": "售后客服：先确认联系电话和地址，再给出处理方案。 / After-sales support: phone and address first.",
+        "system_prompt": (
+            "你是一名耐心、专业的售后客服。先理解客户的问题，再给出明确的处理步骤和时间预期；不承诺无法确认的事项。\n"
+            "You are a patient, professional after-sales agent: clear next steps, no promises you cannot keep."
+        ),
+        "fields": [
+            {"name": "phone", "label": "联系电话 phone", "aliases": ["电话", "手机", "phone", "tel"], "pattern": PHONE},
+            {"name": "address", "label": "地址 address", "aliases": ["地址", "收货地址", "address"]},
+        ],
+        "prompt_template": "客户的问题：{request}\n联系电话：{phone}\n地址：{address}\n请给出处理方案，并说明下一步。",
+        "starters": ["我的快递三天了还没到", "My order arrived damaged."],
+    },
+    {
+        "name": "文档问答 Docs",
+        "description": "内部技术文档问答：粘贴文档，再提问；回答附原文。 / Paste a document, then ask; the reply shows its source.",
+        "system_prompt": (
+            "你是内部技术文档助手。只根据用户提供的文档回答；文档中没有答案时直接说明。回答末尾引用所依据的原文句子。\n"
+            "Answer only from the user's document; say so when it has no answer; quote the sentences you used."
+        ),
+        "fields": [{"name": "document", "label": "文档原文 document text", "aliases": ["文档", "原文", "document"]}],
+        "prompt_template": "根据上面的文档回答 / Answer from the document above: {request}",
+        "source_field": "document",
+        "starters": ["这个服务的零停机切换是怎么做的？"],
+    },
+    {
+        "name": "营销文案 Marketing",
+        "description": "营销文案生成：填写产品、卖点、目标人群。 / Marketing copy from product, selling points, audience.",
+        "system_prompt": "你是一名资深电商文案策划，文案简短、有画面感，不夸大、不使用绝对化用语。",
+        "fields": [
+            {"name": "product", "label": "产品 product", "aliases": ["产品", "商品", "product"]},
+            {"name": "selling_points", "label": "核心卖点 selling points", "aliases": ["卖点", "核心卖点", "selling points"]},
+            {"name": "audience", "label": "目标人群 audience", "aliases": ["人群", "目标人群", "audience"]},
+        ],
+        "prompt_template": "请为【{product}】撰写3条朋友圈文案，突出【{selling_points}】，面向【{audience}】，每条不超过60字。{request}",
+        "starters": ["帮我写朋友圈文案"],
+    },
+    {
+        "name": "入职助手 Onboarding",
+        "description": "新员工入职助手：部门、岗位、入职日期 → 欢迎语、首周任务、常用系统指引。",
+        "system_prompt": "你是公司的新员工入职助手，语气友好，内容具体、可执行。",
+        "fields": [
+            {"name": "department", "label": "部门 department", "aliases": ["部门", "department"]},
+            {"name": "role", "label": "岗位 role", "aliases": ["岗位", "职位", "role"]},
+            {
+                "name": "start_date",
+                "label": "入职日期 start date (2026-03-01)",
+                "aliases": ["入职日期", "日期", "start date"],
+                "pattern": DATE,
+            },
+        ],
+        "prompt_template": (
+            "新员工：部门 {department}，岗位 {role}，入职日期 {start_date}。\n"
+            "请生成：1. 一段欢迎语；2. 首周任务清单；3. 常用系统指引。{request}"
+        ),
+        "starters": ["我下周入职，需要准备什么？"],
+    },
+]

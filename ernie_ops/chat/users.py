@@ -1,0 +1,169 @@
+"""The chat's users file (`chat.users_file`, /etc/ernie-ops/chat-users.yaml): names and scrypt hashes.
+
+Format (written by `ernie-ops chat-user add NAME`, readable by the service user only):
+
+    users:
+      alice: scrypt$16384$8$1$<salt, base64>$<key, base64>
+
+scrypt is the standard library's (hashlib.scrypt, OpenSSL): no extra dependency for the chat venv,
+memory-hard, parameters stored per hash so they can be raised later. The file is read at every
+login, so an added or removed user takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import grp
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
+
+NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+MIN_PASSWORD = 8
+N, R, P = 2**14, 8, 1
+_MAXMEM = 64 * 1024 * 1024
+HEADER = "# ernie-ops chat users: `ernie-ops chat-user add NAME` adds or replaces one (scrypt hashes).\n"
+SERVICE_GROUP = "ernie"
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    key = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=N, r=R, p=P, maxmem=_MAXMEM, dklen=32)
+    return f"scrypt${N}${R}${P}${_b64(salt)}${_b64(key)}"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _parse_hash(stored: str) -> tuple[int, int, int, bytes, bytes]:
+    scheme, n, r, p, salt, key = stored.split("$")
+    if scheme != "scrypt":
+        raise ValueError(f"unknown scheme '{scheme}'")
+    return int(n), int(r), int(p), base64.b64decode(salt, validate=True), base64.b64decode(key, validate=True)
+
+
+def verify_password(password: str, stored: str) -> bool:
+    n, r, p, salt, key = _parse_hash(stored)
+    got = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=_MAXMEM, dklen=len(key))
+    return hmac.compare_digest(got, key)
+
+
+@functools.cache
+def _dummy() -> str:
+    return hash_password(secrets.token_urlsafe(12))
+
+
+def load(path: str) -> dict[str, str]:
+    """{name: hash}; ConfigError naming file, line, user and problem when the file is not usable."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problem = ConfigProblem(path, None, "(file)", MISSING, "not found; add a user with `ernie-ops chat-user add NAME`")
+        raise ConfigError([problem]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigProblem(path, None, "(file)", MISSING, f"cannot be read: {exc}")]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError([ConfigProblem(path, mark.line + 1 if mark else None, "(yaml)", MISSING, "not valid YAML")]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or set(data) - {"users"} or not isinstance(data.get("users") or {}, dict):
+        raise ConfigError([ConfigProblem(path, 1, "(top level)", MISSING, "must be a mapping `users: {NAME: HASH}`")])
+    lines = {k.value: k.start_mark.line + 1 for k, _ in _users_node(node)}
+    users: dict[str, str] = {}
+    problems = []
+    for name, stored in (data.get("users") or {}).items():
+        where = lines.get(str(name))
+        if not isinstance(name, str) or not NAME.match(name):
+            problems.append(ConfigProblem(path, where, "users", name, "a user name is 1-64 of A-Z a-z 0-9 . _ @ -"))
+            continue
+        try:
+            _parse_hash(stored)
+        except (ValueError, AttributeError, TypeError):
+            shown = stored if not isinstance(stored, str) else stored[:12] + ("…" if len(stored) > 12 else "")
+            message = "not a password hash; set it with `ernie-ops chat-user add`"
+            problems.append(ConfigProblem(path, where, f"users.{name}", shown, message))
+            continue
+        users[name] = stored
+    if problems:
+        raise ConfigError(problems)
+    return users
+
+
+def _users_node(node: yaml.Node | None) -> list:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == "users" and isinstance(value, yaml.MappingNode):
+                return value.value
+    return []
+
+
+def authenticate(path: str, name: str, password: str) -> bool:
+    """True for a known user with the right password. As slow for unknown names (no user probing)."""
+    users = load(path)
+    stored = users.get(name)
+    ok = verify_password(password, stored or _dummy())
+    return ok and stored is not None
+
+
+def check_new(name: str, password: str) -> None:
+    if not NAME.match(name):
+        raise UsageError(f"user name '{name}' is not allowed: 1-64 of A-Z a-z 0-9 . _ @ -")
+    if len(password) < MIN_PASSWORD:
+        raise UsageError(f"the password is too short: at least {MIN_PASSWORD} characters")
+
+
+def add(path: str, name: str, password: str) -> bool:
+    """Add or replace `name`; returns True when the user is new. Writes atomically."""
+    check_new(name, password)
+    users = load(path) if Path(path).exists() else {}
+    new = name not in users
+    users[name] = hash_password(password)
+    _write(Path(path), users)
+    return new
+
+
+def remove(path: str, name: str) -> None:
+    users = load(path)
+    if name not in users:
+        raise UsageError(f"no user '{name}' in {path} (users: {', '.join(sorted(users)) or 'none'})")
+    del users[name]
+    _write(Path(path), users)
+
+
+def _write(path: Path, users: dict[str, str]) -> None:
+    """Temp file + rename; an existing file keeps its mode and owner, a new one is 0640 root:ernie."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = HEADER + yaml.safe_dump({"users": dict(sorted(users.items()))}, sort_keys=False, width=200)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if path.exists():
+            st = path.stat()
+            os.chmod(tmp, st.st_mode & 0o7777)
+            if os.geteuid() == 0:
+                os.chown(tmp, st.st_uid, st.st_gid)
+        else:
+            os.chmod(tmp, 0o640)
+            if os.geteuid() == 0:
+                with contextlib.suppress(KeyError):  # no service group (a developer's machine): the group stays
+                    os.chown(tmp, 0, grp.getgrnam(SERVICE_GROUP).gr_gid)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

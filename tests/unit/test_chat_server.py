@@ -1,0 +1,98 @@
+"""`ernie-ops chat` refuses clearly before Chainlit starts, and generates Chainlit's config from ours.
+
+This venv has no Chainlit (it lives in the chat venv: its mcp pin clashes with vLLM's), which makes
+the "not installed" path real here; tests/ui runs the app itself.
+"""
+
+from __future__ import annotations
+
+import socket
+import tomllib
+
+import pytest
+
+from ernie_ops import cli, config
+from ernie_ops.chat import server, users
+from ernie_ops.errors import ConfigError, UsageError
+
+SECRET = "s" * 48
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    users.add(str(tmp_path / "users.yaml"), "alice", "pass-word-1")
+    return config.parse(f"chat:\n  users_file: {tmp_path / 'users.yaml'}\n  app_name: 'Say \"hi\"'\n")
+
+
+def with_chainlit(monkeypatch):
+    """Pretend Chainlit is importable, to reach the checks after that one."""
+    real = server.importlib.util.find_spec
+    monkeypatch.setattr(server.importlib.util, "find_spec", lambda name: object() if name == "chainlit" else real(name))
+
+
+def test_without_chainlit_it_says_which_venv(cfg):
+    with pytest.raises(UsageError, match=r"chainlit is not installed .* /opt/ernie-ops/chat-venv"):
+        server.preflight(cfg, {"CHAINLIT_AUTH_SECRET": SECRET})
+
+
+def test_secret_missing_or_short(cfg, monkeypatch):
+    with_chainlit(monkeypatch)
+    with pytest.raises(UsageError, match=r"CHAINLIT_AUTH_SECRET is not set: the unit reads it from /etc/ernie-ops/chat.env"):
+        server.preflight(cfg, {})
+    with pytest.raises(UsageError, match="has 10 characters; use at least 32"):
+        server.preflight(cfg, {"CHAINLIT_AUTH_SECRET": "x" * 10})
+    server.preflight(cfg, {"CHAINLIT_AUTH_SECRET": SECRET})
+
+
+def test_users_file_missing_broken_or_empty(cfg, tmp_path, monkeypatch):
+    with_chainlit(monkeypatch)
+    env = {"CHAINLIT_AUTH_SECRET": SECRET}
+    for text, error, message in (
+        (None, ConfigError, "not found; add a user"),
+        ("users:\n  alice: plain\n", ConfigError, "users.alice"),
+        ("users: {}\n", UsageError, "has no users, so nobody could log in"),
+    ):
+        path = tmp_path / "other.yaml"
+        path.unlink(missing_ok=True)
+        if text is not None:
+            path.write_text(text)
+        other = config.parse(f"chat:\n  users_file: {path}\n")
+        with pytest.raises(error, match=message):
+            server.preflight(other, env)
+
+
+def test_chainlit_config_is_generated_from_ours(cfg, tmp_path):
+    server.prepare(cfg, tmp_path / "state")
+    toml = tomllib.loads((tmp_path / "state" / ".chainlit" / "config.toml").read_text())
+    assert toml["UI"]["name"] == 'Say "hi"'
+    assert toml["project"]["session_timeout"] == 3600
+    assert toml["features"]["spontaneous_file_upload"]["enabled"] is False  # nothing handles uploads
+    assert toml["features"]["edit_message"] is False and toml["features"]["unsafe_allow_html"] is False
+    assert toml["meta"]["generated_by"] == server.CHAINLIT_VERSION
+    assert "客服 Support" in (tmp_path / "state" / "chainlit.md").read_text()
+    assert (tmp_path / "state" / ".files").is_dir()
+
+
+def test_state_dir_resolution(monkeypatch, tmp_path):
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/ernie-ops-chat:/var/lib/other")
+    assert str(server.state_dir(None)) == "/var/lib/ernie-ops-chat"
+    assert server.state_dir(str(tmp_path)) == tmp_path
+    monkeypatch.delenv("STATE_DIRECTORY")
+    assert str(server.state_dir(None)).endswith(".local/state/ernie-ops-chat")
+
+
+def test_port_in_use_is_detected():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert not server.port_free("127.0.0.1", s.getsockname()[1])
+
+
+def test_cli_chat_exits_2_with_one_sentence(cfg, tmp_path, capsys, monkeypatch):
+    path = tmp_path / "ernie.yaml"
+    path.write_text(f"chat:\n  users_file: {tmp_path / 'users.yaml'}\n")
+    monkeypatch.setenv("CHAINLIT_AUTH_SECRET", SECRET)
+    assert cli.main(["--config", str(path), "chat", "--state-dir", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "chainlit is not installed" in err and "ernie-ops[chat]" in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()  # refused before touching anything
