@@ -185,6 +185,7 @@ class Cutover:
             return self._fail("rolled-back", exc)
 
         r.outcome, r.ok = "switched", True
+        self._follow_at_boot(source)
         if source is not None:
             self._retire(source)
         self._record()
@@ -273,6 +274,20 @@ class Cutover:
         except Exception as exc:
             self.result.warnings.append(f"retiring {port}: {exc}")
 
+    def _follow_at_boot(self, source: int | None) -> None:
+        """The routed instance is the one enabled at boot; failures are warnings (traffic has moved)."""
+
+        def enable() -> str:
+            systemd.set_enabled(self.target, True)
+            if source is not None and source != self.target:
+                systemd.set_enabled(source, False)
+            return f"{systemd.unit_name(self.target)} enabled" + (f", {systemd.unit_name(source)} disabled" if source else "")
+
+        try:
+            self._step("enable", enable)
+        except Exception as exc:
+            self.result.warnings.append(f"boot state: {exc}")
+
     def _stop(self, port: int) -> str:
         systemd.stop(port, timeout=self.t.stop)
         return f"{systemd.unit_name(port)} stopped"
@@ -329,6 +344,7 @@ class Cutover:
         r.outcome = "converged" if leftovers or any(s.name == "switch" for s in r.steps) else "already-active"
         r.ok = True
         if r.outcome == "converged":
+            self._follow_at_boot(leftovers[0] if leftovers else None)
             self._record()
         return r
 

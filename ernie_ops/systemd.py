@@ -66,6 +66,15 @@ def stop(port: int, timeout: float = 120) -> None:
         raise SystemdError(f"systemctl stop {unit_name(port)} failed: {r.stderr.strip()}")
 
 
+def set_enabled(port: int, enabled: bool) -> None:
+    """Whether the instance starts at boot (joins ernie-vllm.target): it must follow the routed port,
+    or a reboot brings up an instance nginx no longer routes to."""
+    verb = "enable" if enabled else "disable"
+    r = _systemctl(verb, unit_name(port), timeout=30)
+    if r.returncode != 0:
+        raise SystemdError(f"systemctl {verb} {unit_name(port)} failed: {r.stderr.strip()}")
+
+
 def journal_tail(port: int, lines: int = 2) -> str:
     """The launcher's own last lines for the unit (vLLM's log lines are skipped: they rarely say why)."""
     try:

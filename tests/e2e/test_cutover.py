@@ -142,7 +142,7 @@ def test_cutover_under_load_loses_no_request(sb):
     print(f"openai max_retries=0: {plain['ok']} ok, {plain['failed']} failed")
     assert code2 == 1 and "another cutover is running" in second.get("stderr", ""), second
     assert res["ok"] and res["outcome"] == "switched", res
-    assert list(steps) == ["preflight", "start", "gate", "switch", "verify", "drain", "stop"]
+    assert list(steps) == ["preflight", "start", "gate", "switch", "verify", "enable", "drain", "stop"]
     assert bench["failed"] == 0 and bench["cut"] == 0, bench
     assert plain["failed"] == 0, plain["errors"][:5]
     assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(bench["upstreams"]), bench["upstreams"]
@@ -150,6 +150,8 @@ def test_cutover_under_load_loses_no_request(sb):
     assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
     units = {i["port"]: i["unit"] for i in st["instances"]}
     assert units == {8000: "inactive", 8001: "active"}
+    enabled = {p: sb.systemctl("is-enabled", f"ernie-vllm@{p}.service", check=False).stdout.strip() for p in (8000, 8001)}
+    assert enabled == {8000: "disabled", 8001: "enabled"}, "a reboot must start the routed instance, not the retired one"
     hist = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)
     assert hist["active_port"] == 8001 and hist["previous_port"] == 8000
 

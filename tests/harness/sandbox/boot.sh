@@ -35,7 +35,12 @@ for b in ${EXTRA_RO:-}; do src=${b%%:*} dst=${b#*:}; mkdir -p "$R$dst"; mount --
 # Writable binds of a path OF THE OVERLAY (writes go to the upper layer, the host copy stays untouched).
 for b in ${EXTRA_RW:-}; do src=${b%%:*} dst=${b#*:}; mkdir -p "$R$dst"; mount --bind "$R$src" "$R$dst"; done
 mkdir -p "$R/run/systemd/system"
-cp "$UNITS"/* "$R/run/systemd/system/"
+cp -r "$UNITS"/. "$R/run/systemd/system/"   # an empty UNITS is fine (site.yml installs them)
+# systemd-tmpfiles empties /tmp: a unit with PrivateTmp= pulls systemd-tmpfiles-setup in, which wiped
+# files in use under the sandbox's /tmp (Ansible's module payloads). Masked here, in the sandbox only.
+for u in systemd-tmpfiles-setup.service systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer; do
+  ln -sf /dev/null "$R/run/systemd/system/$u"
+done
 cat > "$R/run/systemd/system/sandbox.target" <<'T'
 [Unit]
 Description=Minimal boot target of the test sandbox (never multi-user: that would start the host's services)

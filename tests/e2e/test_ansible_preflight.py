@@ -1,0 +1,94 @@
+"""Bad variables and bad weights fail site.yml with a clear message before anything changes.
+
+One fresh sandboxed host; every run stops in ernie_preflight (or, for the checksum case, in
+ernie_model before `current` exists), so each takes seconds. The GPU cases put a stub `nvidia-smi`
+on the host: there is no GPU on these machines, and the stub is the only way to show the driver check.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.harness import provision, sandbox
+
+reason = sandbox.why_unavailable()
+if reason:
+    print(f"\nSKIP e2e ansible preflight: {reason}")
+    pytestmark = pytest.mark.skip(reason=reason)
+
+NVIDIA_SMI_STUB = """#!/bin/sh
+# test stub: a host with one GPU whose driver supports CUDA 12.1 only
+if [ "$1" = "-L" ]; then echo "GPU 0: NVIDIA A10 (UUID: GPU-00000000-0000-0000-0000-000000000000)"; exit 0; fi
+echo "| NVIDIA-SMI 530.30.02    Driver Version: 530.30.02    CUDA Version: 12.1     |"
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tiny_model_dir):
+    f = provision.Fleet(["ans-bad"], tiny_model_dir)
+    try:
+        yield f
+    finally:
+        f.down()
+
+
+def _fails_in_preflight_untouched(fleet, *args: str, **overrides) -> str:
+    run = fleet.playbook("site.yml", *args, **overrides)
+    recap = run.recap()["ans-bad"]
+    assert run.rc != 0 and recap["failed"] == 1, run.output[-4000:]
+    assert recap["changed"] == 0, run.changed_tasks()
+    sb = fleet.hosts["ans-bad"]
+    assert sb.run("test -e /opt/ernie-ops || test -e /etc/ernie-ops || test -e /srv/models/ernie-tiny", check=False).returncode == 1
+    failed_task = [line for line in run.output.splitlines() if line.startswith("TASK [")][-1]
+    assert "ernie_preflight" in failed_task, failed_task
+    return run.output
+
+
+def test_unknown_accelerator_is_refused(fleet):
+    out = _fails_in_preflight_untouched(fleet, ernie_preflight_accelerator="tpu")
+    assert "ernie_preflight_accelerator" in out and "tpu" in out and "auto, gpu, cpu" in out
+
+
+def test_missing_model_source_is_refused(fleet):
+    out = _fails_in_preflight_untouched(fleet, ernie_model_source={"type": "path", "path": "/srv/seed/nowhere"})
+    assert "ernie_model_source.path /srv/seed/nowhere is not a directory on ans-bad" in out
+
+
+def test_unpinned_hub_revision_is_refused(fleet):
+    out = _fails_in_preflight_untouched(fleet, ernie_model_source={"type": "hub", "repo": "baidu/ERNIE-4.5-0.3B-PT", "revision": "main"})
+    assert "ernie_model_source is incomplete" in out and "must be a commit id" in out
+
+
+def test_full_model_disk_is_refused(fleet):
+    sb = fleet.hosts["ans-bad"]
+    sb.run("mkdir -p /srv/full && mount -t tmpfs -o size=1m tmpfs /srv/full")
+    try:
+        out = _fails_in_preflight_untouched(fleet, ernie_model_root="/srv/full/ernie-tiny")
+    finally:
+        sb.run("umount /srv/full && rmdir /srv/full")
+    assert "/srv/full/ernie-tiny has 0.0 GB free" in out and "ernie_preflight_min_free_gb" in out
+
+
+def test_driver_too_old_for_the_pinned_vllm_is_refused(fleet):
+    sb = fleet.hosts["ans-bad"]
+    sb.write("/usr/local/bin/nvidia-smi", NVIDIA_SMI_STUB, mode="0755")
+    try:
+        out = _fails_in_preflight_untouched(fleet, ernie_preflight_accelerator="auto")
+    finally:
+        sb.run("rm -f /usr/local/bin/nvidia-smi")
+    assert "the NVIDIA driver supports CUDA 12.1 but the pinned vLLM wheel needs CUDA >= 12.9" in out
+
+
+def test_gpu_forced_without_a_gpu_is_refused(fleet):
+    out = _fails_in_preflight_untouched(fleet, ernie_preflight_accelerator="gpu")
+    assert "ernie_preflight_accelerator is gpu but `nvidia-smi -L` lists no GPU" in out
+
+
+def test_weights_with_a_wrong_checksum_never_become_current(fleet):
+    """Past preflight: the model role stages, finds the mismatch, and leaves `current` absent."""
+    run = fleet.playbook("site.yml", "--tags", "model", ernie_model_checksums={"config.json": "0" * 64})
+    assert run.rc != 0, run.output[-4000:]
+    assert "does not match ernie_model_checksums" in run.output and "config.json: FAILED" in run.output
+    sb = fleet.hosts["ans-bad"]
+    assert sb.run("test -e /srv/models/ernie-tiny/current || test -e /srv/models/ernie-tiny/tiny-v1", check=False).returncode == 1
+    assert sb.run("test -d /srv/models/ernie-tiny/.staging-tiny-v1").returncode == 0  # kept for inspection

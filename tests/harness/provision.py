@@ -1,0 +1,130 @@
+"""Sandboxed hosts provisioned by the real playbooks (ansible/site.yml, upgrade.yml).
+
+Connection: Ansible's `community.docker.nsenter` plugin (bundled with the `ansible` package) runs every
+module inside the sandbox's namespaces (mount, pid, net, uts, ipc) given the PID of its systemd;
+no sshd, no keys, nothing listening. The hosts get:
+  /srv/wheelhouse   (ro) the wheels `make test` collected (~/.cache/ernie-ops/wheelhouse): pip installs
+                    offline, the way an air-gapped site would (ernie_vllm_pip_extra_args)
+  /srv/seed/<name>  (ro) the tiny ERNIE model, a `path` model source
+and no units (site.yml installs them). Upper layers live on disk (the venvs are ~3.5 GB).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tests.harness import sandbox
+
+PROJECT = Path(__file__).resolve().parents[2]
+ANSIBLE_DIR = PROJECT / "ansible"
+WHEELHOUSE = Path(os.environ.get("ERNIE_OPS_WHEELHOUSE", Path.home() / ".cache" / "ernie-ops" / "wheelhouse"))
+SEED_INSIDE = "/srv/seed/ernie-tiny"
+EMPTY_UNITS = Path("/var/tmp/ernie-ops-no-units")
+
+
+def host_vars(model_version: str = "tiny-v1") -> dict:
+    """The cpu profile on the tiny model: what `make demo` and the e2e tests provision."""
+    return {
+        "ansible_connection": "community.docker.nsenter",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "ansible_become": False,  # nsenter already runs as root inside; the hosts have no sudo
+        "ernie_preflight_accelerator": "cpu",
+        "ernie_preflight_min_free_gb": 1,
+        "ernie_vllm_pip_extra_args": "--no-index --find-links /srv/wheelhouse",
+        "ernie_model_root": "/srv/models/ernie-tiny",
+        "ernie_model_source": {"type": "path", "path": SEED_INSIDE},
+        "ernie_model_version": model_version,
+        "ernie_model_expected_architecture": "Ernie4_5ForCausalLM",
+        "ernie_ops_served_name": "ernie-tiny",
+        "ernie_ops_instances": [{"port": 8000, "cpu_cores": "0"}, {"port": 8001, "cpu_cores": "1"}],
+        "ernie_ops_vllm": {
+            "max_model_len": 2048,
+            "enforce_eager": True,
+            "cpu_kvcache_space_gib": 1,
+            "shutdown_drain_seconds": 30,
+            "stop_grace_seconds": 10,
+        },
+        "ernie_ops_health": {"smoke_timeout_seconds": 10.0},
+        "ernie_ops_journald_system_max_use": "200M",
+    }
+
+
+@dataclass
+class Run:
+    rc: int
+    output: str
+    seconds: float
+
+    def recap(self) -> dict[str, dict[str, int]]:
+        """PLAY RECAP per host: ok, changed, failed, ..."""
+        out: dict[str, dict[str, int]] = {}
+        for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", self.output, re.M):
+            out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+        return out
+
+    def changed_tasks(self) -> list[str]:
+        """Names of the tasks that reported a change (for a useful failure message)."""
+        names, current = [], ""
+        for line in self.output.splitlines():
+            if line.startswith(("TASK [", "RUNNING HANDLER [")):
+                current = line.split("[", 1)[1].rsplit("]", 1)[0]
+            elif line.startswith("changed:"):
+                names.append(current)
+        return names
+
+
+class Fleet:
+    """Sandboxed hosts in one inventory; always call `down()`."""
+
+    def __init__(self, names: list[str], model_dir: Path, extra_ro: dict[str, str] | None = None):
+        EMPTY_UNITS.mkdir(exist_ok=True)
+        if not WHEELHOUSE.is_dir():
+            raise RuntimeError(f"no wheelhouse at {WHEELHOUSE}: run `make wheelhouse` (part of `make test`)")
+        self.hosts: dict[str, sandbox.Sandbox] = {}
+        self.workdir = Path(f"/var/tmp/ernie-ops-ansible-{os.getpid()}-{'-'.join(names)}")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): SEED_INSIDE, **(extra_ro or {})}
+        try:
+            for name in names:
+                sb = sandbox.up(name, share=PROJECT, units=EMPTY_UNITS, binds_ro=binds, net=True, upper_on_disk=True)
+                self.hosts[name] = sb
+                sb.run("ip link set lo up")
+        except BaseException:
+            self.down()
+            raise
+
+    def inventory(self, **overrides: object) -> Path:
+        hosts = {}
+        for name, sb in self.hosts.items():
+            hosts[name] = {**host_vars(), "ansible_nsenter_pid": sb.pid, **overrides}
+        path = self.workdir / "hosts.yml"
+        path.write_text(yaml.safe_dump({"ernie_inference": {"hosts": hosts}}, sort_keys=False))
+        return path
+
+    def playbook(self, playbook: str, *args: str, timeout: float = 1800, **overrides: object) -> Run:
+        """ansible-playbook from the repository's ansible/ (its ansible.cfg), output kept for the test."""
+        env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_LOCAL_TEMP=str(self.workdir / "tmp"), ANSIBLE_HOME=str(self.workdir / "home"),
+                   ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")  # fmt: skip
+        argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory(**overrides)), playbook, *args]
+        t0 = time.monotonic()
+        proc = subprocess.run(argv, cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
+        run = Run(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
+        (self.workdir / f"{playbook}-{int(t0)}.log").write_text(run.output)
+        return run
+
+    def down(self) -> None:
+        for sb in self.hosts.values():
+            sb.systemctl("stop", "ernie-vllm.target", "ernie-vllm@8000.service", "ernie-vllm@8001.service", "ernie-chainlit.service",
+                         "nginx.service", check=False, timeout=180)  # fmt: skip
+            sb.down()
+        self.hosts.clear()
+        subprocess.run(["rm", "-rf", "--one-file-system", str(self.workdir)], check=False)
