@@ -120,6 +120,8 @@ def clean(text: str, indent_cjk_paragraphs: bool = False) -> str:
             out.append(line)
     while out and not out[0].strip():
         out.pop(0)
+    if out and blocks(out[0])[0][0] is False and len(out[0]) - len(out[0].lstrip(" ")) < 4:
+        out[0] = out[0].lstrip(" ")  # " The answer…": Markdown ignores up to 3 leading spaces; 4 would be code
     while out and not out[-1].strip():
         out.pop()
     return "\n".join(out)

@@ -82,7 +82,7 @@ class TokenizeCounter:
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
+        return f"HTTP {exc.response.status_code}: {exc.response.text[:200]}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

@@ -72,6 +72,11 @@ def test_english_text_and_ascii_punctuation_are_left_alone():
     assert clean(text) == text
 
 
+def test_leading_space_of_a_reply_goes_but_not_an_indented_code_block():
+    assert clean(" The answer.\n\n Second.") == "The answer.\n\n Second."
+    assert clean("\n\n    code()\n") == "    code()"
+
+
 def test_crlf_is_normalised():
     assert clean("a\r\n\r\n\r\nb\rc") == "a\n\nb\nc"
 

