@@ -38,7 +38,7 @@ def state_dir(explicit: str | None) -> Path:
 
 
 def preflight(cfg: Config, env: dict[str, str] | os._Environ) -> None:
-    """Everything checkable before Chainlit starts; raises with what to do."""
+    """Everything checkable before Chainlit starts; raises with what to do (a broken users file too)."""
     if importlib.util.find_spec("chainlit") is None:
         raise UsageError(
             f"chainlit is not installed for this Python ({sys.executable}); the chat app runs from its own venv: "
@@ -52,9 +52,8 @@ def preflight(cfg: Config, env: dict[str, str] | os._Environ) -> None:
         )
     if len(secret) < MIN_SECRET:
         raise UsageError(f"CHAINLIT_AUTH_SECRET has {len(secret)} characters; use at least {MIN_SECRET} (it signs the login tokens)")
-    found = users.load(cfg.chat.users_file)
-    if not found:
-        raise UsageError(f"{cfg.chat.users_file} has no users, so nobody could log in: add one with `ernie-ops chat-user add NAME`")
+    if not users.load(cfg.chat.users_file):  # read at every login: a user added later works without a restart
+        log.warning("%s has no users yet: nobody can log in until `ernie-ops chat-user add NAME`", cfg.chat.users_file)
 
 
 def port_free(host: str, port: int) -> bool:
