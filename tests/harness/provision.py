@@ -103,8 +103,12 @@ class Fleet:
 
     def inventory(self, **overrides: object) -> Path:
         hosts = {}
-        for name, sb in self.hosts.items():
-            hosts[name] = {**host_vars(), "ansible_nsenter_pid": sb.pid, **overrides}
+        for i, (name, sb) in enumerate(self.hosts.items()):
+            # all hosts share this machine's cores: each host's routed instance gets a different one,
+            # so parallel starts do not queue on core 0 (measured: 129 s vs ~60 s for two hosts)
+            first, second = str(i % 2), str((i + 1) % 2)
+            instances = [{"port": 8000, "cpu_cores": first}, {"port": 8001, "cpu_cores": second}]
+            hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **overrides}
         path = self.workdir / "hosts.yml"
         path.write_text(yaml.safe_dump({"ernie_inference": {"hosts": hosts}}, sort_keys=False))
         return path
