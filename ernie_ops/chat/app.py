@@ -94,6 +94,10 @@ class MessageSink:
     async def fail(self, text: str) -> None:
         await cl.ErrorMessage(content=text).send()
 
+    async def stopped(self) -> None:
+        if self.msg is not None:
+            await self.msg.update()  # ends the streaming state; the partial text stays
+
 
 @cl.on_message
 async def on_message(message: cl.Message) -> None:

@@ -7,7 +7,8 @@
   that started is never repeated: the user saw part of it, and the model would answer differently.
 - Every failure becomes a `ChatError` with a `kind` and a sentence for the user, never a traceback.
 - Cancelling the consuming task (Chainlit's stop button) closes the response, and with it the
-  connection; nginx then closes its upstream connection and vLLM aborts the generation.
+  connection; nginx then closes its upstream connection and vLLM aborts the generation. Consume
+  `stream()` inside `contextlib.aclosing` so that happens at once, not when the generator is collected.
 """
 
 from __future__ import annotations
@@ -131,8 +132,10 @@ class GatewayClient:
                 text = (await resp.aread()).decode("utf-8", "replace")
                 raise _status_error(resp.status_code, text)
             done = False
+            raw = resp.aiter_raw()
+            events = sse.aiter_data(raw)
             try:
-                async for data in sse.aiter_data(resp.aiter_raw()):
+                async for data in events:
                     if data == sse.DONE:
                         done = True
                         break
@@ -148,6 +151,14 @@ class GatewayClient:
                 raise ChatError("timeout", f"no data for {self.timeouts.read:g}s in the middle of the reply") from None
             except httpx.HTTPError as exc:
                 raise ChatError("broken", f"stream broke after {stats.tokens} pieces: {type(exc).__name__}: {exc}") from None
+            finally:
+                # A consumer cancelled while we wait at `yield` (Chainlit's stop during a UI update) leaves
+                # httpx/httpcore's nested generators suspended; finalised later in another task, they try
+                # to close a still-open connection ("async generator ignored GeneratorExit", "cancel scope
+                # in a different task"). Closed response first, their clean-up finds nothing left to do.
+                await resp.aclose()
+                await events.aclose()
+                await raw.aclose()
             if not done:
                 raise ChatError("broken", f"stream ended without [DONE] after {stats.tokens} pieces")
         finally:

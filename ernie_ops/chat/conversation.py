@@ -7,6 +7,7 @@ one that records, and so drive exactly the code the browser uses against real vL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,6 +28,7 @@ class Sink(Protocol):
     async def finish(self, text: str, source: str | None) -> None: ...
     async def say(self, text: str) -> None: ...
     async def fail(self, text: str) -> None: ...
+    async def stopped(self) -> None: ...
 
 
 @dataclass
@@ -64,9 +66,11 @@ class Conversation:
         raw: list[str] = []
         try:
             out.fitted = await history.fit(step.system, self.history, newest, self.counter, self.budget)
-            async for piece in self.client.stream(out.fitted.messages, self.chat.max_tokens, self.chat.temperature, stats):
-                raw.append(piece)
-                await sink.token(piece)
+            stream = self.client.stream(out.fitted.messages, self.chat.max_tokens, self.chat.temperature, stats)
+            async with contextlib.aclosing(stream) as pieces:  # a stop closes the upstream request now
+                async for piece in pieces:
+                    raw.append(piece)
+                    await sink.token(piece)
             text = "".join(raw)
             if self.chat.cleanup:
                 text = clean(text, self.chat.indent_cjk_paragraphs)
@@ -86,6 +90,8 @@ class Conversation:
             out.kind = "stopped"
             if raw:
                 self.history += [newest, {"role": "assistant", "content": "".join(raw)}]
+            with contextlib.suppress(Exception):  # best effort: the partial reply stops looking "streaming"
+                await sink.stopped()
             raise
         finally:
             self.flow.finished(out.kind)

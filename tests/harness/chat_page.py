@@ -1,0 +1,133 @@
+"""The Chainlit chat page as a person uses it, through Playwright: log in, send, watch a reply stream, stop.
+
+Readiness: Chainlit shows its input before the websocket session exists, and an Enter pressed then is
+dropped (seen: the message stayed in the box). The page is ready once the server has run
+`on_chat_start` for this socket, i.e. a `task_end` frame arrived after its `on_chat_start` step.
+Times: `send()` records, in the page, when Enter went down, when the reply's first text appeared and
+every length the reply's text had (a MutationObserver): what a person sees, not a polling interval.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ASSISTANT = '[data-step-type="assistant_message"]'
+USER = '[data-step-type="user_message"]'
+
+_WATCH = """
+(n0) => {
+  const w = {t0: null, first: null, lengths: []};
+  window.__eo = w;
+  document.addEventListener('keydown', e => { if (e.key === 'Enter' && w.t0 === null) w.t0 = performance.now(); },
+                            {capture: true});
+  const seen = () => {
+    const msgs = document.querySelectorAll('[data-step-type="assistant_message"]');
+    if (msgs.length <= n0) return;
+    const n = msgs[msgs.length - 1].innerText.trim().length;
+    if (n > 0 && (w.lengths.length === 0 || w.lengths[w.lengths.length - 1] !== n)) {
+      if (w.first === null) w.first = performance.now();
+      w.lengths.push(n);
+    }
+  };
+  new MutationObserver(seen).observe(document.body, {childList: true, subtree: true, characterData: true});
+}
+"""
+
+
+@dataclass
+class Reply:
+    text: str
+    ttft: float | None  # seconds from Enter to the first visible text of the reply
+    seconds: float  # until the stream ended (stop button gone, text stable for `settle`), from `reply()`
+    lengths: list[int]  # every length the reply's text had while it streamed (recorded in the page)
+
+
+class ChatPage:
+    def __init__(self, page, base_url: str, shots: Path):
+        self.page, self.base_url, self.shots = page, base_url, shots
+        self._frames: list[str] = []
+        page.on("websocket", self._on_socket)
+
+    def _on_socket(self, ws) -> None:
+        self._frames.clear()
+        ws.on("framereceived", lambda payload: self._frames.append(payload if isinstance(payload, str) else ""))
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        self.page.screenshot(path=str(path))
+        return path
+
+    def login(self, user: str, password: str) -> None:
+        self.page.goto(self.base_url + "/")
+        self.page.wait_for_selector("#email", timeout=60_000)
+        self.page.fill("#email", user)
+        self.page.fill("#password", password)
+        self.page.keyboard.press("Enter")
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until this page's socket session has run on_chat_start (see the module docstring)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            frames = list(self._frames)
+            started = next((i for i, f in enumerate(frames) if "on_chat_start" in f), None)
+            if started is not None and any('"task_end"' in f for f in frames[started:]):
+                self.page.wait_for_selector("#chat-input", timeout=10_000)
+                return
+            self.page.wait_for_timeout(50)
+        raise AssertionError(f"the chat session did not start within {timeout}s; frames: {self._frames[-5:]}")
+
+    def reload(self) -> None:
+        self._frames.clear()
+        self.page.reload()
+        self.wait_ready()
+
+    def assistant_texts(self) -> list[str]:
+        return [t.strip() for t in self.page.locator(ASSISTANT).all_inner_texts()]
+
+    def send(self, text: str) -> int:
+        """Type and press Enter; returns the number of assistant messages before it (for `reply`)."""
+        n0 = self.page.locator(ASSISTANT).count()
+        users = self.page.locator(USER).count()
+        self.page.evaluate(_WATCH, n0)
+        self.page.fill("#chat-input", text)
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_function(f"document.querySelectorAll('{USER}').length > {users}", timeout=10_000)
+        return n0
+
+    def reply(self, n0: int, timeout: float = 120, settle: float = 1.0) -> Reply:
+        """Wait until the reply to the last `send` is complete: no stop button, text unchanged for `settle`."""
+        start = time.monotonic()
+        loc = self.page.locator(ASSISTANT)
+        last, stable_since = None, None
+        while time.monotonic() - start < timeout:
+            count = loc.count()
+            text = loc.nth(count - 1).inner_text() if count > n0 else None
+            if text != last:
+                last, stable_since = text, time.monotonic()
+            busy = self.page.locator("#stop-button").count() > 0
+            if text is not None and not busy and time.monotonic() - stable_since >= settle:
+                break
+            self.page.wait_for_timeout(100)
+        else:
+            raise AssertionError(f"no complete reply within {timeout}s; assistant messages: {self.assistant_texts()[-3:]}")
+        marks = self.page.evaluate("window.__eo")
+        ttft = (marks["first"] - marks["t0"]) / 1000 if marks["first"] and marks["t0"] else None
+        return Reply(text=self.assistant_texts()[-1], ttft=ttft, seconds=time.monotonic() - start, lengths=marks["lengths"])
+
+    def wait_streaming(self, n0: int, chars: int = 20, timeout: float = 60) -> None:
+        """Until the reply to the last `send` shows at least `chars` characters."""
+        js = "([sel, n0, chars]) => { const m = document.querySelectorAll(sel); "
+        js += "return m.length > n0 && m[m.length - 1].innerText.length >= chars; }"
+        self.page.wait_for_function(js, arg=[ASSISTANT, n0, chars], timeout=timeout * 1000)
+
+    def choose_profile(self, name: str) -> None:
+        """Switch scenario: a new chat session starts (after a confirmation when the chat has messages)."""
+        self.page.click("#chat-profiles")
+        self._frames.clear()
+        self.page.click(f'[data-test="select-item:{name}"]')
+        self.page.wait_for_timeout(300)
+        if self.page.locator("#confirm").count():
+            self.page.click("#confirm")
+        self.wait_ready()
