@@ -106,6 +106,12 @@ def test_stop_mid_stream_drains_and_leaves_nothing(sb):
             if sb.run(["test", "-e", "/run/started"], check=False).returncode == 0 or streams.poll() is not None:
                 break
             time.sleep(0.1)
+        # the instance's /dev/shm is its own (TemporaryFileSystem=): vLLM's segments live there, not on the host
+        main_pid = sb.show(UNIT, "MainPID")
+        private = sb.run(["nsenter", "-t", main_pid, "-m", "ls", "/dev/shm"]).stdout.split()
+        shared = sb.run("ls /dev/shm", check=False).stdout.split()
+        assert any(f.startswith("psm_") for f in private), private
+        assert not [f for f in shared if f.startswith(("psm_", "sem.mp-"))], shared
         t0 = time.monotonic()
         sb.systemctl("stop", UNIT, timeout=120)
         took = time.monotonic() - t0
