@@ -171,11 +171,14 @@ def run(cfg: Config, config_path: str, root: Path, host: str | None = None, port
     os.chdir(root)
     ready = threading.Event()
     threading.Thread(target=_notify_when_listening, args=(host, port, ready), daemon=True).start()
-    from chainlit.cli import run_chainlit  # imported only now: chainlit reads its app root at import
+    try:
+        from chainlit.cli import run_chainlit  # imported only now: chainlit reads its app root at import
 
-    logging.getLogger("ernie_ops").setLevel(logging.INFO)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one `reply ...` line per reply says it all
-    run_chainlit(str(APP_FILE))
+        logging.getLogger("ernie_ops").setLevel(logging.INFO)
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one `reply ...` line per reply says it all
+        run_chainlit(str(APP_FILE))
+    except Exception as exc:  # e.g. a bad CHAINLIT_* setting in chat.env: one line for the journal, not a traceback
+        raise ErnieOpsError(f"Chainlit failed to start: {type(exc).__name__}: {exc}") from None
     if not ready.is_set():
         raise ErnieOpsError(f"Chainlit exited before it served on {host}:{port}; see the log above")
     return 0

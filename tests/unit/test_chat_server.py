@@ -13,7 +13,7 @@ import pytest
 
 from ernie_ops import cli, config
 from ernie_ops.chat import server, users
-from ernie_ops.errors import ConfigError, UsageError
+from ernie_ops.errors import ConfigError, ErnieOpsError, UsageError
 
 SECRET = "s" * 48
 
@@ -94,3 +94,14 @@ def test_cli_chat_exits_2_with_one_sentence(cfg, tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "chainlit is not installed" in err and "ernie-ops[chat]" in err and "Traceback" not in err
     assert not (tmp_path / "s").exists()  # refused before touching anything
+
+
+def test_unwritable_state_dir_is_one_sentence(cfg, tmp_path, monkeypatch):
+    with_chainlit(monkeypatch)
+    monkeypatch.setenv("CHAINLIT_AUTH_SECRET", SECRET)
+    (tmp_path / "a-file").write_text("")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ErnieOpsError, match=r"cannot write the chat state dir .*a-file/state"):
+        server.run(cfg, "ernie.yaml", tmp_path / "a-file" / "state", port=port)
