@@ -92,3 +92,21 @@ def test_weights_with_a_wrong_checksum_never_become_current(fleet):
     sb = fleet.hosts["ans-bad"]
     assert sb.run("test -e /srv/models/ernie-tiny/current || test -e /srv/models/ernie-tiny/tiny-v1", check=False).returncode == 1
     assert sb.run("test -d /srv/models/ernie-tiny/.staging-tiny-v1").returncode == 0  # kept for inspection
+
+
+def test_gateway_config_nginx_rejects_is_rolled_back_and_nginx_keeps_serving(fleet):
+    """Past preflight: a value only `nginx -t` can judge. The previous files come back, nothing reloads."""
+    sb = fleet.hosts["ans-bad"]
+    good = fleet.playbook("site.yml", "--tags", "nginx")
+    assert good.rc == 0, good.output[-4000:]
+    before = sb.run("cat /etc/nginx/ernie-ops/metrics-allow.conf").stdout
+    master = sb.show("nginx.service", "MainPID")
+    bad = fleet.playbook("site.yml", "--tags", "nginx", ernie_nginx_metrics_allow=["127.0.0.1", "999.1.1.1"])
+    assert bad.rc != 0, bad.output[-4000:]
+    assert "nginx -t rejected the new gateway configuration; the previous files are back" in bad.output
+    assert "999.1.1.1" in bad.output  # nginx's own words name the bad value
+    assert sb.run("cat /etc/nginx/ernie-ops/metrics-allow.conf").stdout == before
+    assert sb.run("nginx -t", check=False).returncode == 0, "a broken file left on disk would fail the next reload"
+    assert not sb.run("ls /etc/nginx/ernie-ops /etc/nginx/conf.d").stdout.count("~"), "backups left behind"
+    assert sb.show("nginx.service", "MainPID") == master
+    assert sb.run(["curl", "-s", "http://127.0.0.1/healthz"]).stdout == "ok\n"
