@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ernie_ops.chat import users
@@ -37,7 +38,7 @@ def state_dir(explicit: str | None) -> Path:
     return Path.home() / ".local" / "state" / "ernie-ops-chat"
 
 
-def preflight(cfg: Config, env: dict[str, str] | os._Environ) -> None:
+def preflight(cfg: Config, env: Mapping[str, str]) -> None:
     """Everything checkable before Chainlit starts; raises with what to do (a broken users file too)."""
     if importlib.util.find_spec("chainlit") is None:
         raise UsageError(
