@@ -24,6 +24,12 @@ DEFAULT_PATH = "/etc/ernie-ops/ernie.yaml"
 ENV_VAR = "ERNIE_OPS_CONFIG"
 
 
+def _first_duplicate(values: list) -> Any:
+    """The smallest value listed more than once (a stable choice for the error message), or None."""
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    return dupes[0] if dupes else None
+
+
 class _Section(BaseModel):
     # strict: YAML already gives real types, so "8000" (a string) for a port is a mistake to report.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -131,9 +137,8 @@ class ScenarioConfig(_Section):
     @classmethod
     def _unique_fields(cls, fields: list[ChatFieldConfig]) -> list[ChatFieldConfig]:
         names = [f.name for f in fields]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"field '{dupes[0]}' is listed more than once")
+        if (dupe := _first_duplicate(names)) is not None:
+            raise ValueError(f"field '{dupe}' is listed more than once")
         return fields
 
 
@@ -174,9 +179,8 @@ class ChatConfig(_Section):
     @classmethod
     def _unique_scenarios(cls, scenarios: list[ScenarioConfig] | None) -> list[ScenarioConfig] | None:
         names = [s.name for s in scenarios or []]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"scenario '{dupes[0]}' is listed more than once")
+        if (dupe := _first_duplicate(names)) is not None:
+            raise ValueError(f"scenario '{dupe}' is listed more than once")
         return scenarios
 
     def effective_scenarios(self) -> list[ScenarioConfig]:
@@ -201,9 +205,8 @@ class Config(_Section):
     @classmethod
     def _unique_ports(cls, instances: list[InstanceConfig]) -> list[InstanceConfig]:
         ports = [i.port for i in instances]
-        dupes = sorted({p for p in ports if ports.count(p) > 1})
-        if dupes:
-            raise ValueError(f"port {dupes[0]} is listed more than once; each instance needs its own port")
+        if (dupe := _first_duplicate(ports)) is not None:
+            raise ValueError(f"port {dupe} is listed more than once; each instance needs its own port")
         return instances
 
     def instance(self, port: int) -> InstanceConfig:

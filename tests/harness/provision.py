@@ -44,7 +44,6 @@ def host_vars(model_version: str = "tiny-v1") -> dict:
         "ernie_model_version": model_version,
         "ernie_model_expected_architecture": "Ernie4_5ForCausalLM",
         "ernie_ops_served_name": "ernie-tiny",
-        "ernie_ops_instances": [{"port": 8000, "cpu_cores": "0"}, {"port": 8001, "cpu_cores": "1"}],
         "ernie_ops_vllm": {
             "max_model_len": 2048,
             "enforce_eager": True,
