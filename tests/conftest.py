@@ -23,6 +23,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, tier))
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Seconds per module (setup + call + teardown): where the suite's 30-minute budget goes."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                module = report.nodeid.split("::", 1)[0]
+                seconds[module] = seconds.get(module, 0.0) + report.duration
+    if not seconds:
+        return
+    terminalreporter.write_sep("=", "seconds per module")
+    for module, total in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{total:8.1f}s  {module}")
+    terminalreporter.write_line(f"{sum(seconds.values()):8.1f}s  total")
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     return tiny_model.cached(CACHE / "models")
