@@ -122,6 +122,18 @@ class ChatPage:
         js += "return m.length > n0 && m[m.length - 1].innerText.length >= chars; }"
         self.page.wait_for_function(js, arg=[ASSISTANT, n0, chars], timeout=timeout * 1000)
 
+    def press_stop(self) -> None:
+        """Press the stop button of the reply streaming now.
+
+        A click event straight on the button (React's onClick -> Chainlit's stopTask over the socket), not a
+        pointer click at its coordinates: while a reply streams the page re-lays out on every token, so
+        Playwright's wait for a stable, unobscured button took 1.9 s here and in CI outlasted the whole
+        300-token reply (the button was gone before the click landed).
+        """
+        button = self.page.locator("#stop-button")
+        button.wait_for(state="visible", timeout=5_000)
+        button.dispatch_event("click")
+
     def choose_profile(self, name: str) -> None:
         """Switch scenario: a new chat session starts (after a confirmation when the chat has messages)."""
         self.page.click("#chat-profiles")

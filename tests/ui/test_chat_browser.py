@@ -100,7 +100,7 @@ def test_stop_button_ends_the_reply_and_the_generation(chat, sb):
     since = now(sb)
     n0 = chat.send("讲一个很长的故事。 Tell a long story.")
     chat.wait_streaming(n0)
-    chat.page.click("#stop-button")
+    chat.press_stop()
     chat.page.wait_for_selector("text=Task manually stopped.", timeout=30_000)
     shown = len(chat.assistant_texts()[n0])
     time.sleep(2)
