@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -24,8 +21,8 @@ from ernie_ops import config
 from ernie_ops.chat import history
 from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats, Timeouts
 from ernie_ops.chat.conversation import Conversation
-from tests.conftest import free_port, write_config
-from tests.harness import chat_venv, nginx, serve_proc
+from tests.conftest import free_port
+from tests.harness import chat_venv, nginx
 from tests.harness.fault_server import FaultServer
 from tests.harness.tiny_model import SERVED_NAME
 
@@ -33,22 +30,9 @@ MAX_MODEL_LEN = 2048  # tests.conftest.write_config
 
 
 @pytest.fixture(scope="module")
-def stack(tiny_model_dir):
-    """One vLLM instance (READY-gated launcher) and nginx routing to it."""
-    work = Path(tempfile.mkdtemp(prefix="eo-chat-", dir="/var/tmp"))
-    work.chmod(0o755)  # nginx's workers (user nobody) buffer request bodies > 16 KB to files under it
-    port = free_port()
-    sp = serve_proc.start(write_config(work / "ernie.yaml", tiny_model_dir, [port], work / "cache"), port, work)
-    ng = None
-    try:
-        sp.wait_ready()
-        ng = nginx.prepare(work / "nginx", free_port(), port).start()
-        yield ng, port
-    finally:
-        if ng:
-            ng.stop()
-        sp.stop()
-        shutil.rmtree(work, ignore_errors=True)
+def stack(served_gateway):
+    """(nginx, vLLM port): the session's shared stack (tests/integration/conftest.py)."""
+    return served_gateway.ng, served_gateway.port
 
 
 def run(coro):
@@ -99,6 +83,20 @@ def engine_counters(port: int) -> dict[str, float]:
             if s.name in names:
                 out[names[s.name]] += s.value
     return out
+
+
+def settled_counters(port: int, timeout: float = 20) -> dict[str, float]:
+    """The counters once nothing runs and two reads 0.5 s apart agree: vLLM records a finished request's
+    stats after it has sent the last chunk, so a read right after an earlier test's reply can be stale."""
+    deadline = time.monotonic() + timeout
+    last = engine_counters(port)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = engine_counters(port)
+        if now == last and now["running"] == 0:
+            return now
+        last = now
+    raise AssertionError(f"the engine did not settle within {timeout}s: {last}")
 
 
 # --- real vLLM through real nginx ---
@@ -252,7 +250,7 @@ def test_cancel_aborts_the_generation_upstream(stack):
     (vLLM 0.32 counts no aborts in request_success_total: the evidence is that the request never finishes
     and far fewer than its 1500 tokens are generated.)"""
     ng, port = stack
-    before = engine_counters(port)
+    before = settled_counters(port)
 
     chat = chat_cfg(max_tokens=1500, extra_body={"ignore_eos": True})
 

