@@ -11,6 +11,7 @@ and no units (site.yml installs them). Upper layers live on disk (the venvs are 
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -125,9 +126,19 @@ class Fleet:
         return run
 
     def down(self) -> None:
-        for sb in self.hosts.values():
-            sb.systemctl("stop", "ernie-vllm.target", "ernie-vllm@8000.service", "ernie-vllm@8001.service", "ernie-chainlit.service",
-                         "nginx.service", check=False, timeout=180)  # fmt: skip
-            sb.down()
+        """Stop and remove every host, all at once (each stop waits for its instances to drain)."""
+
+        def one(sb: sandbox.Sandbox) -> None:
+            try:
+                sb.systemctl("stop", "ernie-vllm.target", "ernie-vllm@8000.service", "ernie-vllm@8001.service",
+                             "ernie-chainlit.service", "nginx.service", check=False, timeout=180)  # fmt: skip
+            finally:
+                sb.down()
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.hosts))) as pool:
+            futures = [pool.submit(one, sb) for sb in self.hosts.values()]
+        errors = [f.exception() for f in futures if f.exception() is not None]
         self.hosts.clear()
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.workdir)], check=False)
+        if errors:
+            raise errors[0]
