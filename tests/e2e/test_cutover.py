@@ -119,60 +119,10 @@ def test_target_that_fails_to_load_is_stopped_and_traffic_stays(sb):
     assert set(bench["upstreams"]) == {"127.0.0.1:8000"}
 
 
-def test_cutover_under_load_loses_no_request(sb):
-    load = Load(sb, streams=16)
-    t0 = time.monotonic()
-    first = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8001", "--json"])
-    try:
-        time.sleep(2)
-        code2, second = cli_json(sb, "cutover", "8001")  # a second operator, at the same time
-        out, err = first.communicate(timeout=900)
-    finally:
-        if first.poll() is None:
-            first.kill()
-        bench, plain = load.finish()
-    took = time.monotonic() - t0
-    assert out.strip(), f"cutover printed no result: {err[-3000:]}"
-    res = json.loads(out)
-    steps = {s["name"]: round(s["seconds"], 2) for s in res["steps"]}
-    print(f"\ncutover under load: {took:.0f}s, steps {steps}")
-    print(
-        f"bench: {bench['ok']} ok, {bench['failed']} failed, {bench['cut']} cut, {bench['retried']} retried, upstreams {bench['upstreams']}"
-    )
-    print(f"openai max_retries=0: {plain['ok']} ok, {plain['failed']} failed")
-    assert code2 == 1 and "another cutover is running" in second.get("stderr", ""), second
-    assert res["ok"] and res["outcome"] == "switched", res
-    assert list(steps) == ["preflight", "start", "gate", "switch", "verify", "enable", "drain", "stop"]
-    assert bench["failed"] == 0 and bench["cut"] == 0, bench
-    assert plain["failed"] == 0, plain["errors"][:5]
-    assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(bench["upstreams"]), bench["upstreams"]
-    st = status(sb)
-    assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
-    units = {i["port"]: i["unit"] for i in st["instances"]}
-    assert units == {8000: "inactive", 8001: "active"}
-    enabled = {p: sb.systemctl("is-enabled", f"ernie-vllm@{p}.service", check=False).stdout.strip() for p in (8000, 8001)}
-    assert enabled == {8000: "disabled", 8001: "enabled"}, "a reboot must start the routed instance, not the retired one"
-    hist = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)
-    assert hist["active_port"] == 8001 and hist["previous_port"] == 8000
-
-
 def prestart(sb, port: int) -> None:
     """Start the target before the load: beside a loaded instance on 2 CPU cores a start takes minutes
     (the other engine's scheduler busy-polls a core). The cutover then adopts it (its step 2)."""
     sb.systemctl("start", f"ernie-vllm@{port}.service")
-
-
-def test_rollback_after_a_good_cutover(sb):
-    prestart(sb, 8000)
-    load = Load(sb, streams=4)
-    try:
-        code, res = cli_json(sb, "rollback")
-    finally:
-        bench, plain = load.finish()
-    assert code == 0 and res["outcome"] == "switched" and res["target"] == 8000, res
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
-    st = status(sb)
-    assert st["routed_port"] == 8000 and st["live_port"] == 8000 and st["ok"], st
 
 
 def drop_in_8001(sb, config_sed: str, env: str = "") -> None:
@@ -248,22 +198,59 @@ def test_failed_reload_rolls_back(sb):
     assert "127.0.0.1:8000" in sb.run("cat /etc/nginx/ernie-ops/upstream.conf").stdout
 
 
+def test_cutover_under_load_loses_no_request(sb):
+    load = Load(sb, streams=16)
+    t0 = time.monotonic()
+    first = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8001", "--json"])
+    try:
+        time.sleep(2)
+        code2, second = cli_json(sb, "cutover", "8001")  # a second operator, at the same time
+        out, err = first.communicate(timeout=900)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        bench, plain = load.finish()
+    took = time.monotonic() - t0
+    assert out.strip(), f"cutover printed no result: {err[-3000:]}"
+    res = json.loads(out)
+    steps = {s["name"]: round(s["seconds"], 2) for s in res["steps"]}
+    print(f"\ncutover under load: {took:.0f}s, steps {steps}")
+    print(
+        f"bench: {bench['ok']} ok, {bench['failed']} failed, {bench['cut']} cut, {bench['retried']} retried, upstreams {bench['upstreams']}"
+    )
+    print(f"openai max_retries=0: {plain['ok']} ok, {plain['failed']} failed")
+    assert code2 == 1 and "another cutover is running" in second.get("stderr", ""), second
+    assert res["ok"] and res["outcome"] == "switched", res
+    assert list(steps) == ["preflight", "start", "gate", "switch", "verify", "enable", "drain", "stop"]
+    assert bench["failed"] == 0 and bench["cut"] == 0, bench
+    assert plain["failed"] == 0, plain["errors"][:5]
+    assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(bench["upstreams"]), bench["upstreams"]
+    st = status(sb)
+    assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
+    units = {i["port"]: i["unit"] for i in st["instances"]}
+    assert units == {8000: "inactive", 8001: "active"}
+    enabled = {p: sb.systemctl("is-enabled", f"ernie-vllm@{p}.service", check=False).stdout.strip() for p in (8000, 8001)}
+    assert enabled == {8000: "disabled", 8001: "enabled"}, "a reboot must start the routed instance, not the retired one"
+    hist = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)
+    assert hist["active_port"] == 8001 and hist["previous_port"] == 8000
+
+
 def test_cutover_killed_between_switch_and_drain_converges_on_rerun(sb):
-    prestart(sb, 8001)
+    prestart(sb, 8000)
     load = Load(sb, streams=4)
-    cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8001"])
+    cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8000"])
     try:
         seen = []
         for line in cut.stderr:
             seen.append(line)
             if "verify" in line:
-                holder = sb.run(["cat", "/var/lib/ernie-ops/cutover.lock"]).stdout  # "pid N, cutover to 8001, ..."
+                holder = sb.run(["cat", "/var/lib/ernie-ops/cutover.lock"]).stdout  # "pid N, cutover to 8000, ..."
                 sb.run(["kill", "-KILL", holder.split(",")[0].split()[1]])
                 break
         cut.wait(timeout=30)
         mid = status(sb)
-        assert mid["routed_port"] == 8001 and {i["port"]: i["unit"] for i in mid["instances"]} == {8000: "active", 8001: "active"}, mid
-        code, res = cli_json(sb, "cutover", "8001")
+        assert mid["routed_port"] == 8000 and {i["port"]: i["unit"] for i in mid["instances"]} == {8000: "active", 8001: "active"}, mid
+        code, res = cli_json(sb, "cutover", "8000")
     finally:
         if cut.poll() is None:
             cut.kill()
@@ -271,14 +258,14 @@ def test_cutover_killed_between_switch_and_drain_converges_on_rerun(sb):
     assert code == 0 and res["outcome"] == "converged", res
     assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
     st = status(sb)
-    assert st["routed_port"] == 8001 and st["ok"] and {i["port"]: i["unit"] for i in st["instances"]} == {8000: "inactive", 8001: "active"}
+    assert st["routed_port"] == 8000 and st["ok"] and {i["port"]: i["unit"] for i in st["instances"]} == {8000: "active", 8001: "inactive"}
 
 
 def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
-    """Clients that talk to 8001 directly (bypassing nginx) keep it busy: the drain gives up after
-    --drain-timeout and stops it anyway; traffic through the gateway is not affected."""
-    prestart(sb, 8000)
-    direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8001", SERVED_NAME, "4"])
+    """`rollback` to 8001 while clients that talk to 8000 directly (bypassing nginx) keep it busy: the
+    drain gives up after --drain-timeout and stops it anyway; traffic through the gateway is not affected."""
+    prestart(sb, 8001)
+    direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8000", SERVED_NAME, "4"])
     load = Load(sb, streams=2, plain_threads=1)
     try:
         code, res = cli_json(sb, "rollback", "--drain-timeout", "2")
@@ -286,10 +273,13 @@ def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
         sandbox.Sandbox.signal_spawned(direct, signal.SIGINT)
         direct.communicate(timeout=120)
         bench, plain = load.finish()
-    assert code == 0 and res["outcome"] == "switched" and res["target"] == 8000, res
+    assert code == 0 and res["outcome"] == "switched" and res["target"] == 8001, res
     steps = {s["name"]: s for s in res["steps"]}
+    print(f"\nrollback past a busy old instance: steps {[(s['name'], round(s['seconds'], 2)) for s in res['steps']]}")
     assert steps["start"]["detail"].startswith("adopted")
     assert "still had" in steps["drain"]["detail"] and 2 <= steps["drain"]["seconds"] < 6, steps["drain"]
     assert any("still had" in w for w in res["warnings"])
-    assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+    assert sb.show("ernie-vllm@8000.service", "ActiveState") == "inactive"
     assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    st = status(sb)  # rollback's end state, as an operator checks it
+    assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
