@@ -29,6 +29,8 @@ ANSIBLE_DIR = PROJECT / "ansible"
 WHEELHOUSE = Path(os.environ.get("ERNIE_OPS_WHEELHOUSE", Path.home() / ".cache" / "ernie-ops" / "wheelhouse"))
 SEED_INSIDE = "/srv/seed/ernie-tiny"
 EMPTY_UNITS = Path("/var/tmp/ernie-ops-no-units")
+# every playbook run's output (profile_tasks timings included) outlives the fleet, for a failed CI run
+LOGS = Path(os.environ.get("ERNIE_OPS_ARTIFACTS", Path.home() / ".cache" / "ernie-ops" / "artifacts")) / "ansible"
 
 
 def host_vars(model_version: str = "tiny-v1") -> dict:
@@ -122,7 +124,10 @@ class Fleet:
         t0 = time.monotonic()
         proc = subprocess.run(argv, cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
         run = Run(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
-        (self.workdir / f"{playbook}-{int(t0)}.log").write_text(run.output)
+        LOGS.mkdir(parents=True, exist_ok=True)
+        (LOGS / f"{time.strftime('%Y%m%d-%H%M%S')}-{'-'.join(self.hosts)}-{playbook}.log").write_text(run.output)
+        for stale in sorted(LOGS.glob("*.log"))[:-50]:  # keep the newest 50
+            stale.unlink(missing_ok=True)
         return run
 
     def down(self) -> None:
