@@ -28,6 +28,9 @@ if reason:
 def sb(tiny_model_dir):
     box = host.boot("cutover", tiny_model_dir, [8000, 8001], gateway=True, config_extra={"health": {"smoke_timeout_seconds": 10.0}})
     try:
+        # 8001 loads meanwhile on its own core, serving another name, for the first test (the gate refuses it)
+        drop_in_8001(box, "'s/served_name: ernie-tiny/served_name: another-model/'")
+        box.systemctl("start", "--no-block", "ernie-vllm@8001.service")
         box.systemctl("start", "ernie-vllm@8000.service")
         yield box
     finally:
@@ -63,6 +66,59 @@ def cli_json(sb, *args: str) -> tuple[int, dict]:
 
 def status(sb) -> dict:
     return cli_json(sb, "status")[1]
+
+
+def prestart(sb, port: int) -> None:
+    """Start the target before the load: beside a loaded instance on 2 CPU cores a start takes minutes
+    (the other engine's scheduler busy-polls a core). The cutover then adopts it (its step 2)."""
+    sb.systemctl("start", f"ernie-vllm@{port}.service")
+
+
+def drop_in_8001(sb, config_sed: str, env: str = "") -> None:
+    """Give instance 8001 its own config (an operator's drop-in), derived from the host's with sed."""
+    sb.run(f"sed {config_sed} /etc/ernie-ops/ernie.yaml > /etc/ernie-ops/8001.yaml")
+    extra = f"Environment={env}\n" if env else ""
+    sb.write(
+        "/run/systemd/system/ernie-vllm@8001.service.d/test.conf",
+        f"[Service]\nEnvironment=ERNIE_OPS_CONFIG=/etc/ernie-ops/8001.yaml\n{extra}",
+    )
+    sb.systemctl("daemon-reload")
+
+
+def remove_drop_in(sb) -> None:
+    sb.run("rm -rf /run/systemd/system/ernie-vllm@8001.service.d")
+    sb.systemctl("daemon-reload")
+    sb.systemctl("reset-failed", check=False)
+
+
+def stub_target(sb, mode: str) -> None:
+    """STUB engine for 8001 (faults vLLM cannot produce on demand): the launcher is real, its `vllm serve` is the stub."""
+    vllm = f"{host.VENV_INSIDE}/bin/vllm"
+    sb.run(f"(echo '#!{PY}'; cat /srv/share/tests/harness/stub_engine.py) > {vllm} && chmod 755 {vllm}")
+    drop_in_8001(sb, "'s/accelerator: cpu/accelerator: gpu/'", env=f"STUB_MODE={mode}")
+
+
+def aborted_cutover(sb, *extra: str) -> tuple[dict, dict, dict]:
+    load = Load(sb, streams=2, plain_threads=1)  # light: a start beside 16 streams takes ~220 s on 2 cores
+    try:
+        code, res = cli_json(sb, "cutover", "8001", *extra)
+    finally:
+        bench, plain = load.finish()
+        remove_drop_in(sb)
+    assert code == 1, res
+    assert sb.show("ernie-vllm@8001.service", "ActiveState") in ("inactive", "failed")
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    assert set(bench["upstreams"]) == {"127.0.0.1:8000"}, bench["upstreams"]
+    st = status(sb)
+    assert st["routed_port"] == 8000 and st["live_port"] == 8000, st
+    return res, bench, plain
+
+
+def test_target_serving_the_wrong_model_is_refused_at_the_gate(sb):
+    prestart(sb, 8001)  # the fixture started it with another served name: waits until it serves
+    res, _, _ = aborted_cutover(sb)
+    assert res["outcome"] == "aborted" and "wrong model" in res["error"] and "another-model" in res["error"], res
+    assert [s["name"] for s in res["steps"]] == ["preflight", "start", "gate", "undo: stop new"]
 
 
 def test_invalid_port_is_a_usage_error(sb):
@@ -117,60 +173,6 @@ def test_target_that_fails_to_load_is_stopped_and_traffic_stays(sb):
     assert sb.show("ernie-vllm@8001.service", "ActiveState") in ("inactive", "failed")
     assert bench["failed"] == 0 and bench["ok"] > 0 and plain["failed"] == 0, (bench, plain)
     assert set(bench["upstreams"]) == {"127.0.0.1:8000"}
-
-
-def prestart(sb, port: int) -> None:
-    """Start the target before the load: beside a loaded instance on 2 CPU cores a start takes minutes
-    (the other engine's scheduler busy-polls a core). The cutover then adopts it (its step 2)."""
-    sb.systemctl("start", f"ernie-vllm@{port}.service")
-
-
-def drop_in_8001(sb, config_sed: str, env: str = "") -> None:
-    """Give instance 8001 its own config (an operator's drop-in), derived from the host's with sed."""
-    sb.run(f"sed {config_sed} /etc/ernie-ops/ernie.yaml > /etc/ernie-ops/8001.yaml")
-    extra = f"Environment={env}\n" if env else ""
-    sb.write(
-        "/run/systemd/system/ernie-vllm@8001.service.d/test.conf",
-        f"[Service]\nEnvironment=ERNIE_OPS_CONFIG=/etc/ernie-ops/8001.yaml\n{extra}",
-    )
-    sb.systemctl("daemon-reload")
-
-
-def remove_drop_in(sb) -> None:
-    sb.run("rm -rf /run/systemd/system/ernie-vllm@8001.service.d")
-    sb.systemctl("daemon-reload")
-    sb.systemctl("reset-failed", check=False)
-
-
-def stub_target(sb, mode: str) -> None:
-    """STUB engine for 8001 (faults vLLM cannot produce on demand): the launcher is real, its `vllm serve` is the stub."""
-    vllm = f"{host.VENV_INSIDE}/bin/vllm"
-    sb.run(f"(echo '#!{PY}'; cat /srv/share/tests/harness/stub_engine.py) > {vllm} && chmod 755 {vllm}")
-    drop_in_8001(sb, "'s/accelerator: cpu/accelerator: gpu/'", env=f"STUB_MODE={mode}")
-
-
-def aborted_cutover(sb, *extra: str) -> tuple[dict, dict, dict]:
-    load = Load(sb, streams=2, plain_threads=1)  # light: a start beside 16 streams takes ~220 s on 2 cores
-    try:
-        code, res = cli_json(sb, "cutover", "8001", *extra)
-    finally:
-        bench, plain = load.finish()
-        remove_drop_in(sb)
-    assert code == 1, res
-    assert sb.show("ernie-vllm@8001.service", "ActiveState") in ("inactive", "failed")
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
-    assert set(bench["upstreams"]) == {"127.0.0.1:8000"}, bench["upstreams"]
-    st = status(sb)
-    assert st["routed_port"] == 8000 and st["live_port"] == 8000, st
-    return res, bench, plain
-
-
-def test_target_serving_the_wrong_model_is_refused_at_the_gate(sb):
-    drop_in_8001(sb, "'s/served_name: ernie-tiny/served_name: another-model/'")
-    prestart(sb, 8001)
-    res, _, _ = aborted_cutover(sb)
-    assert res["outcome"] == "aborted" and "wrong model" in res["error"] and "another-model" in res["error"], res
-    assert [s["name"] for s in res["steps"]] == ["preflight", "start", "gate", "undo: stop new"]
 
 
 def test_failing_smoke_completion_is_refused_at_the_gate(sb):
