@@ -39,6 +39,7 @@ DEFAULT_WATCHDOG_PING = 5.0  # seconds between pings when systemd gives no WATCH
 STARTUP_KILL_GRACE = 5.0  # a loading engine ignores SIGTERM (measured > 90 s): bound the wait
 # vLLM binds ZMQ IPC sockets at $TMPDIR/<uuid4>; a Unix socket path holds at most 107 bytes.
 MAX_TMPDIR_LEN = 107 - 1 - 36
+REAP_GRACE_SECONDS = 3.0  # after the engine died: time for its leftovers to end by themselves (see _reap)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)  # SIGABRT: systemd's WatchdogSignal
 
 
@@ -258,7 +259,7 @@ class Launcher:
         hint = " (vLLM's API server exits 0 after the engine core dies)" if code == 0 else ""
         log.error("[serve %s] engine exited with code %s %s without being asked to stop%s", self.port, code, when, hint)
         self._notify(f"STATUS=engine exited with code {code} {when}")
-        removed = self._reap()
+        removed = self._reap(grace=REAP_GRACE_SECONDS)
         return ServeOutcome(EXIT_FAILED, f"engine exited with code {code} {when}", removed_shm=removed)
 
     def _stop(self, signum: int) -> ServeOutcome:
@@ -295,12 +296,20 @@ class Launcher:
         with contextlib.suppress(ProcessLookupError):
             self.proc.send_signal(sig)
 
-    def _reap(self) -> tuple[str, ...]:
-        """Kill what is left of the group, then remove exactly the shared memory it held."""
+    def _reap(self, grace: float = 0.0) -> tuple[str, ...]:
+        """Kill what is left of the group, then remove exactly the shared memory it held.
+
+        `grace`: SIGTERM first and wait that long. After the API server died, its orphans (engine core,
+        worker) end on SIGTERM, and multiprocessing's resource tracker, which ignores SIGTERM, then sees
+        its pipe close and unlinks the named semaphores it registered; no process maps those, so only
+        the tracker can find them (measured: one /dev/shm/sem.mp-* left per engine death with SIGKILL).
+        """
         if self.proc is None:
             return ()
         self._track_shm()
         pgid = self.proc.pid
+        if grace and procs.signal_group(pgid, signal.SIGTERM):
+            procs.wait_group_gone(pgid, grace)
         if procs.signal_group(pgid, 0) and not procs.kill_group(pgid):
             log.error("[serve %s] processes of group %s survive SIGKILL", self.port, pgid)
         if self.proc.poll() is None:

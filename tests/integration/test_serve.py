@@ -131,6 +131,7 @@ def test_sigterm_while_loading_is_bounded(config_path, short_tmp):
 def test_engine_core_death_exits_nonzero(config_path, short_tmp):
     """Engine core killed: vLLM's API server raises EngineDeadError and may exit 0; the launcher must not."""
     cfg_path, port = config_path
+    before = set(os.listdir("/dev/shm"))
     sp = serve_proc.start(cfg_path, port, short_tmp)
     try:
         sp.wait_ready()
@@ -149,5 +150,7 @@ def test_engine_core_death_exits_nonzero(config_path, short_tmp):
         assert "without being asked to stop" in sp.log
         assert not [p for p in group_pids if serve_proc.alive(p)]
         assert not [f for f in shm if os.path.exists(f)]
+        # nor the named semaphores only multiprocessing's resource tracker knows (no process maps them)
+        assert not [f for f in set(os.listdir("/dev/shm")) - before if f.startswith(procs.SHM_PREFIXES)]
     finally:
         sp.stop()
