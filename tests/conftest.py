@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import tempfile
@@ -12,8 +11,8 @@ import pytest
 import yaml
 
 from tests.harness import tiny_model
+from tests.harness.paths import CACHE
 
-CACHE = Path(os.environ.get("ERNIE_OPS_TEST_CACHE", Path.home() / ".cache" / "ernie-ops"))
 PROJECT = Path(__file__).resolve().parent.parent
 
 

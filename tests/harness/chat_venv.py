@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.harness.paths import CACHE
+
 PROJECT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("ERNIE_OPS_TEST_CACHE", Path.home() / ".cache" / "ernie-ops"))
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from tests.harness import sandbox
+from tests.harness.paths import ARTIFACTS
 
 PROJECT = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = PROJECT / "ansible"
@@ -30,7 +31,7 @@ WHEELHOUSE = Path(os.environ.get("ERNIE_OPS_WHEELHOUSE", Path.home() / ".cache" 
 SEED_INSIDE = "/srv/seed/ernie-tiny"
 EMPTY_UNITS = Path("/var/tmp/ernie-ops-no-units")
 # every playbook run's output (profile_tasks timings included) outlives the fleet, for a failed CI run
-LOGS = Path(os.environ.get("ERNIE_OPS_ARTIFACTS", Path.home() / ".cache" / "ernie-ops" / "artifacts")) / "ansible"
+LOGS = ARTIFACTS / "ansible"
 
 
 def host_vars(model_version: str = "tiny-v1") -> dict:

@@ -31,7 +31,7 @@ MAX_MODEL_LEN = 2048  # tests.conftest.write_config
 
 @pytest.fixture(scope="module")
 def stack(served_gateway):
-    """(nginx, vLLM port): the session's shared stack (tests/integration/conftest.py)."""
+    """(nginx, vLLM port): the package's shared stack (tests/integration/conftest.py)."""
     return served_gateway.ng, served_gateway.port
 
 

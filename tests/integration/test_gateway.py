@@ -18,7 +18,7 @@ from tests.harness.tiny_model import SERVED_NAME
 
 @pytest.fixture(scope="module")
 def stack(served_gateway):
-    """(launcher process, nginx, vLLM port): the session's shared stack (tests/integration/conftest.py)."""
+    """(launcher process, nginx, vLLM port): the package's shared stack (tests/integration/conftest.py)."""
     return served_gateway.sp, served_gateway.ng, served_gateway.port
 
 

@@ -11,22 +11,20 @@ $ERNIE_OPS_ARTIFACTS/ui (default ~/.cache/ernie-ops/artifacts/ui). Replies are 3
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import CACHE
 from tests.harness import browser, host, sandbox
 from tests.harness.chat_page import ChatPage
+from tests.harness.paths import ARTIFACTS
 
 USER, PASSWORD = "alice", "pass-word-alice-1"
 MAX_TOKENS = 300
 PY = f"{host.VENV_INSIDE}/bin/python"
-SHOTS = Path(os.environ.get("ERNIE_OPS_ARTIFACTS", CACHE / "artifacts")) / "ui"
+SHOTS = ARTIFACTS / "ui"
 DOWN = "模型服务暂时无法连接"  # the start of FRIENDLY["down"]
 
 reason = sandbox.why_unavailable() or browser.why_unavailable()
