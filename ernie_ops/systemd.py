@@ -97,3 +97,18 @@ def journal_argv(ports: list[int], follow: bool = False, lines: int = 100, launc
     if follow:
         argv.append("-f")
     return argv
+
+
+def show(unit: str, *props: str) -> dict[str, str]:
+    """`systemctl show UNIT -p ...` as a dict (any unit, not only instances)."""
+    r = _systemctl("show", unit, *[f"--property={p}" for p in props], timeout=15)
+    if r.returncode != 0:
+        raise SystemdError(f"systemctl show {unit}: {r.stderr.strip()}")
+    return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+
+def run_verb(verb: str, unit: str, timeout: float = 900) -> None:
+    """systemctl start/restart/enable/... of any unit; the error carries systemctl's own words."""
+    r = _systemctl(verb, unit, timeout=timeout)
+    if r.returncode != 0:
+        raise SystemdError(f"systemctl {verb} {unit} failed: {r.stderr.strip() or r.stdout.strip()}")
