@@ -89,6 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_status)
 
+    rt = sub.add_parser("route", help="the routed instance and the spare (a fresh host: the initial route)")
+    rt.add_argument("--initial", type=_port, help="port routed first on a fresh host (default: the first configured instance)")
+    rt.add_argument("--init", action="store_true", help="fresh host: write the upstream include naming the initial port")
+    rt.add_argument("--check", action="store_true", help="with --init: say whether it would write, write nothing")
+    rt.add_argument("--json", action="store_true", help="machine-readable output")
+    rt.set_defaults(func=cmd_route)
+
+    ap = sub.add_parser("apply", help="after provisioning changed files: start, cut over or restart what runs older inputs")
+    ap.add_argument("--only", choices=("engine", "chat"), help="one service (default: both)")
+    ap.add_argument("--mode", choices=("cutover", "restart", "none"), default="cutover", help="how a changed engine input reaches traffic")
+    ap.add_argument("--initial", type=_port, help="port routed first on a fresh host (default: the first configured instance)")
+    ap.add_argument("--no-start", action="store_true", help="do not start a service that is not running")
+    ap.add_argument("--start-timeout", type=float, default=900.0, help="seconds for a starting instance to become READY")
+    ap.add_argument("--check", action="store_true", help="report what would be done, do nothing")
+    ap.add_argument("--json", action="store_true", help="machine-readable result")
+    ap.set_defaults(func=cmd_apply)
+
     c = sub.add_parser("config", help="inspect the config")
     csub = c.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
     cc = csub.add_parser("check", help="validate and print the resolved config, or every error")
@@ -232,37 +249,60 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from ernie_ops import status
+    from ernie_ops import status, status_view
 
     cfg = config.load(args.config)
     st = status.collect(cfg)
     if args.json:
         print(json.dumps(st.as_dict(), indent=2))
         return EXIT_OK if st.ok else EXIT_FAILED
-    table = Table(title=f"ernie-ops status: gateway {st.gateway_url} (/health {st.gateway_health})")
-    for col in ("port", "routed", "unit", "health", "model", "running", "waiting", "KV cache", "TTFT p50", "TTFT p99"):
-        table.add_column(col)
-
-    def num(v, fmt="{:.0f}"):
-        return "-" if v is None else fmt.format(v)
-
-    for i in st.instances:
-        routed = "[bold green]◀ nginx[/]" if i.routed else ""
-        health = "[green]ok[/]" if i.healthy else "[red]down[/]"
-        model = "-" if i.model_ok is None else ("[green]ok[/]" if i.model_ok else "[red]wrong[/]")
-        table.add_row(
-            str(i.port), routed, i.unit, health, model, num(i.running), num(i.waiting),
-            num(i.kv_cache_usage, "{:.1%}"), num(i.ttft_p50, "{:.3f}s"), num(i.ttft_p99, "{:.3f}s"),
-        )  # fmt: skip
-    out_console.print(table)
-    if st.last_change:
-        lc = st.last_change
-        out_console.print(f"last change: {lc.get('at')} {lc.get('kind')} {lc.get('source')} -> {lc.get('target')}: {lc.get('outcome')}")
+    for part in status_view.render(st):
+        out_console.print(part)
     for p in st.problems:
         err_console.print(f"[red]problem:[/] {p}", soft_wrap=True)
     return EXIT_OK if st.ok else EXIT_FAILED
+
+
+def cmd_route(args: argparse.Namespace) -> int:
+    from ernie_ops import apply
+
+    cfg = config.load(args.config)
+    if args.check and not args.init:
+        raise UsageError("--check goes with --init")
+    r = apply.init_route(cfg, args.initial, check=args.check) if args.init else apply.route(cfg, args.initial)
+    if args.json:
+        print(json.dumps(r.as_dict(), indent=2))
+    else:
+        how = "initial route of a fresh host" if r.initial else f"from {r.upstream_file}"
+        wrote = (" (would write it)" if args.check else f" (wrote {r.upstream_file})") if r.changed else ""
+        out_console.print(f"routed: {r.routed_port} ({how}){wrote}; spare: {r.spare_port if r.spare_port is not None else 'none'}")
+    return EXIT_OK
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from ernie_ops import apply
+
+    cfg, path = apply.load_for(args.config)
+    services = (args.only,) if args.only else ("engine", "chat")
+    if not args.json:
+        err_console.print(f"apply ({'check only, ' if args.check else ''}mode {args.mode}): reading {', '.join(services)} ...")
+    res = apply.apply(
+        cfg, path, services, mode=args.mode, check=args.check, start=not args.no_start, initial=args.initial,
+        start_timeout=args.start_timeout,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(res.as_dict(), indent=2))
+    else:
+        for a in res.actions:
+            if a.error:
+                mark, what = "[red]✗[/]", f"{a.action} failed: {a.error}"
+            elif a.action in ("none", "pending"):
+                mark, what = "[yellow]![/]" if a.action == "pending" else "[green]=[/]", a.reason
+            else:
+                verb = "would " + a.action if args.check else a.action
+                mark, what = "[green]✓[/]", f"{verb}{' -> ' + a.target if a.target and a.target != a.unit else ''}: {a.reason}"
+            out_console.print(f"{mark} {a.service:<6} {a.unit}: {escape(what)}", soft_wrap=True)
+    return EXIT_OK if res.ok else EXIT_FAILED
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,350 @@
+"""`ernie-ops route` and `ernie-ops apply`: what provisioning asks of a host after it changed files.
+
+route  Which instance nginx routes to (read from the upstream include), or, on a fresh host with no
+       include yet, the initial one; and the spare port a cutover would start. `--init` writes the
+       include for a fresh host (never over an existing route).
+apply  Brings each service up to date with its inputs, one decision per service:
+         not running                        -> start it (and enable it at boot)
+         running, started before an input   -> engine: cut over to the spare (or restart, by mode)
+         changed                               chat: restart ernie-chainlit.service
+         running, newer than every input    -> nothing
+       Inputs are the files a start reads: ernie.yaml, the unit file and its drop-ins, its
+       EnvironmentFile, the venv of its ExecStart (symlink switches and the installed ernie_ops
+       code) and, for the engine, the model path (symlink switches).
+
+Truth is read, not remembered: "changed after the start" compares file times with systemd's own
+start timestamp of the running process, so a provisioning run that died before applying still
+applies on the next run, and a second run finds nothing to do. Every host operation goes through
+`Host`, so the decisions are unit-tested without systemd.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ernie_ops import config as config_mod
+from ernie_ops import systemd
+from ernie_ops.config import Config
+from ernie_ops.errors import ErnieOpsError, UsageError
+from ernie_ops.gateway import Gateway, GatewayError, parse_ports, render_upstream
+
+CHAT_UNIT = "ernie-chainlit.service"
+MODES = ("cutover", "restart", "none")
+UNIT_PROPS = (
+    "ActiveState", "UnitFileState", "ExecMainStartTimestampMonotonic", "FragmentPath", "DropInPaths",
+    "EnvironmentFiles", "ExecStart",
+)  # fmt: skip
+RUNNING = {"active", "reloading"}
+BUSY = {"activating", "deactivating"}
+
+
+# -- routing ---------------------------------------------------------------------------------
+@dataclass
+class Route:
+    routed_port: int
+    spare_port: int | None
+    initial: bool  # True: no include names a port yet; routed_port is the fresh host's first route
+    upstream_file: str
+    changed: bool = False  # route --init wrote the include
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def spare_port(cfg: Config, routed: int) -> int | None:
+    """The instance a cutover starts next: the first configured port that is not routed."""
+    return next((i.port for i in cfg.instances if i.port != routed), None)
+
+
+def route(cfg: Config, initial: int | None = None) -> Route:
+    """Where traffic goes now, or would go first on a fresh host."""
+    if initial is not None:
+        cfg.instance(initial)  # a usage error naming the configured ports
+    gw = Gateway(cfg.gateway)
+    try:
+        text = gw.read_upstream()
+    except GatewayError:
+        text = ""  # no include yet: a fresh host
+    ports = parse_ports(text)
+    if len(ports) > 1:
+        raise GatewayError(f"{cfg.gateway.upstream_file} routes to several ports {ports}; ernie-ops writes exactly one")
+    if ports:
+        routed, fresh = ports[0], False
+        cfg.instance(routed)  # routed to a port the config no longer lists: say so, do not guess
+    else:
+        routed, fresh = (initial if initial is not None else cfg.instances[0].port), True
+    return Route(routed, spare_port(cfg, routed), fresh, cfg.gateway.upstream_file)
+
+
+def init_route(cfg: Config, initial: int | None = None, check: bool = False) -> Route:
+    """A fresh host's first route: write the include naming the initial port; an existing route wins."""
+    r = route(cfg, initial)
+    if r.initial:
+        r.changed = True
+        if not check:
+            path = Path(cfg.gateway.upstream_file)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                Gateway(cfg.gateway).write_upstream(render_upstream(r.routed_port))
+            except OSError as exc:
+                raise GatewayError(f"cannot write the upstream include {path} (gateway.upstream_file): {exc.strerror or exc}") from None
+    return r
+
+
+# -- what a running service was started with -----------------------------------------------------
+def path_time(path: str | Path) -> float | None:
+    """When `path` last changed as a start would see it: the newest of the symlinks on its way
+    (a switched `current` or venv link) and, for a regular file, its content. Directories' own
+    times are left out (staging a new version beside the current one touches the parent). None
+    when it does not exist."""
+    times: list[float] = []
+    pending = list(Path(os.path.abspath(path)).parts[1:])
+    cur, hops = Path("/"), 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            cur = cur.parent
+            continue
+        nxt = cur / part
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            times.append(st.st_mtime)
+            hops += 1
+            if hops > 40:  # a loop of links
+                return None
+            target = os.readlink(nxt)
+            if os.path.isabs(target):
+                cur = Path("/")
+                pending = [*Path(target).parts[1:], *pending]
+            else:
+                pending = [*Path(target).parts, *pending]
+            continue
+        cur = nxt
+        if not pending and stat.S_ISREG(st.st_mode):
+            times.append(st.st_mtime)
+    return max(times, default=0.0)
+
+
+def unit_inputs(props: dict[str, str], extra: list[str]) -> list[str]:
+    """The files a start of this unit reads, from systemd's own view of it plus `extra`."""
+    paths = [props.get("FragmentPath", ""), *props.get("DropInPaths", "").split()]
+    paths += [m.group(1) for m in re.finditer(r"(\S+) \(ignore_errors=", props.get("EnvironmentFiles", ""))]
+    exe = re.search(r"path=(\S+)", props.get("ExecStart", ""))
+    if exe:
+        paths.append(exe.group(1))
+        venv = Path(exe.group(1)).parent.parent
+        paths += sorted(glob.glob(str(venv / "lib" / "python3*" / "site-packages" / "ernie_ops" / "__init__.py")))
+    return [p for p in [*paths, *extra] if p]
+
+
+# -- host operations (injected for tests) ---------------------------------------------------------
+@dataclass
+class Host:
+    props: Callable[[str], dict[str, str]] = lambda unit: systemd.show(unit, *UNIT_PROPS)
+    path_time: Callable[[str], float | None] = path_time
+    now: Callable[[], tuple[float, float]] = lambda: (time.time(), time.monotonic())
+    systemctl: Callable[[str, str, float], None] = lambda verb, unit, timeout: systemd.run_verb(verb, unit, timeout)
+    cutover: Callable[[Config, int, float], dict] | None = None  # default: cutover.Cutover(...).run()
+
+    def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
+        if self.cutover is not None:
+            return self.cutover(cfg, target, start_timeout)
+        from ernie_ops import cutover
+
+        return cutover.Cutover(cfg, target, timeouts=cutover.Timeouts(start=start_timeout)).run().as_dict()
+
+
+@dataclass
+class Seen:
+    """One unit as it runs now and which of its inputs changed after its start."""
+
+    unit: str
+    active: str
+    enabled: str
+    started_at: float | None  # wall clock; None when no process runs
+    newer: list[str] = field(default_factory=list)
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.newer)
+
+
+def look(host: Host, unit: str, extra_inputs: list[str]) -> Seen:
+    props = host.props(unit)
+    active = props.get("ActiveState", "unknown")
+    mono_us = int(props.get("ExecMainStartTimestampMonotonic") or 0)
+    started_at = None
+    if active in RUNNING | BUSY and mono_us:
+        wall, mono = host.now()
+        started_at = wall - (mono - mono_us / 1e6)
+    newer = []
+    if started_at is not None:
+        for path in unit_inputs(props, extra_inputs):
+            t = host.path_time(path)
+            if t is not None and t > started_at:
+                newer.append(path)
+    return Seen(unit, active, props.get("UnitFileState", ""), started_at, newer)
+
+
+# -- decisions (pure) --------------------------------------------------------------------------
+@dataclass
+class Action:
+    service: str  # engine | chat
+    unit: str
+    action: str  # start | cutover | restart | pending | enable | none
+    reason: str
+    target: str | None = None
+    newer: list[str] = field(default_factory=list)
+    done: bool = False
+    result: dict | None = None
+    error: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        return self.action not in ("none", "pending")
+
+
+def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: bool) -> Action:
+    unit = seen.unit
+    if seen.active in BUSY:
+        return Action("engine", unit, "none", f"{unit} is {seen.active}; wait for it and rerun `ernie-ops apply`")
+    if seen.active not in RUNNING:
+        if not start:
+            return Action("engine", unit, "none", f"{unit} is {seen.active} and starting was not asked for (--no-start)")
+        return Action("engine", unit, "start", f"nothing serves on the routed port {routed}: start it", target=unit)
+    if not seen.stale:
+        if seen.enabled not in ("enabled", "enabled-runtime"):
+            return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
+        return Action("engine", unit, "none", f"{unit} serves and started after every input changed")
+    changed = ", ".join(seen.newer)
+    if mode == "none":
+        how = f"`ernie-ops cutover {spare}`" if spare is not None else f"`systemctl restart {unit}`"
+        return Action(
+            "engine", unit, "pending", f"changed since {unit} started: {changed}; not applied (mode none): run {how}", newer=seen.newer
+        )
+    if mode == "cutover" and spare is not None:
+        return Action("engine", unit, "cutover", f"changed since {unit} started: {changed}", target=str(spare), newer=seen.newer)
+    why = "" if mode == "restart" else " (no spare instance configured: restart)"
+    return Action("engine", unit, "restart", f"changed since {unit} started: {changed}{why}", target=unit, newer=seen.newer)
+
+
+def decide_chat(seen: Seen, start: bool) -> Action:
+    unit = seen.unit
+    if seen.active in BUSY:
+        return Action("chat", unit, "none", f"{unit} is {seen.active}; wait for it and rerun `ernie-ops apply`")
+    if seen.active not in RUNNING:
+        if not start:
+            return Action("chat", unit, "none", f"{unit} is {seen.active} and starting was not asked for (--no-start)")
+        return Action("chat", unit, "start", "the chat app is not running: start it", target=unit)
+    if seen.stale:
+        return Action("chat", unit, "restart", f"changed since it started: {', '.join(seen.newer)}", target=unit, newer=seen.newer)
+    if seen.enabled not in ("enabled", "enabled-runtime"):
+        return Action("chat", unit, "enable", f"{unit} runs but does not start at boot", target=unit)
+    return Action("chat", unit, "none", "the chat app started after every input changed")
+
+
+# -- the command -------------------------------------------------------------------------------
+@dataclass
+class ApplyResult:
+    check: bool
+    actions: list[Action] = field(default_factory=list)
+    route: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(a.error is None for a in self.actions)
+
+    @property
+    def changed(self) -> bool:
+        return any(a.changes for a in self.actions)
+
+    def as_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "changed": self.changed,
+            "check": self.check,
+            "route": self.route,
+            "actions": [asdict(a) for a in self.actions],
+        }
+
+
+def apply(
+    cfg: Config,
+    config_path: str,
+    services: tuple[str, ...] = ("engine", "chat"),
+    mode: str = "cutover",
+    check: bool = False,
+    start: bool = True,
+    initial: int | None = None,
+    start_timeout: float = 900.0,
+    host: Host | None = None,
+) -> ApplyResult:
+    if mode not in MODES:
+        raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+    host = host or Host()
+    res = ApplyResult(check)
+    if "engine" in services:
+        r = route(cfg, initial)
+        res.route = r.as_dict()
+        extra = [config_path, cfg.model.path]
+        seen = look(host, systemd.unit_name(r.routed_port), extra)
+        action = decide_engine(seen, r.routed_port, r.spare_port, mode, start)
+        res.actions.append(action)
+        if not check:
+            _run_engine(cfg, host, action, r, extra, start_timeout)
+    if "chat" in services:
+        seen = look(host, CHAT_UNIT, [config_path])
+        action = decide_chat(seen, start)
+        res.actions.append(action)
+        if not check:
+            _run_unit_action(host, action, start_timeout)
+    return res
+
+
+def _run_engine(cfg: Config, host: Host, action: Action, r: Route, extra: list[str], start_timeout: float) -> None:
+    if action.action != "cutover":
+        _run_unit_action(host, action, start_timeout)
+        return
+    spare = int(action.target)
+    try:
+        spare_seen = look(host, systemd.unit_name(spare), extra)
+        if spare_seen.active in RUNNING and spare_seen.stale:
+            # unrouted and started before the change: the cutover would adopt it with the old inputs
+            host.systemctl("stop", spare_seen.unit, 300)
+        result = host.run_cutover(cfg, spare, start_timeout)
+    except ErnieOpsError as exc:
+        action.error = str(exc)
+        return
+    action.result = result
+    if result.get("ok"):
+        action.done = True
+    else:
+        action.error = f"cutover to {spare} {result.get('outcome')}: {result.get('error')}"
+
+
+def _run_unit_action(host: Host, action: Action, timeout: float) -> None:
+    verbs = {"start": ["enable", "start"], "restart": ["restart"], "enable": ["enable"]}.get(action.action, [])
+    try:
+        for verb in verbs:
+            host.systemctl(verb, action.unit, timeout)
+    except ErnieOpsError as exc:
+        action.error = str(exc)
+        return
+    action.done = bool(verbs)
+
+
+def load_for(path: str | None) -> tuple[Config, str]:
+    """The config and the file it came from (an input of every service)."""
+    return config_mod.load(path), config_mod.resolve_path(path)

@@ -1,0 +1,229 @@
+"""`ernie-ops route` / `apply`: decisions from what runs and when its inputs changed.
+
+Real files on disk for the time rules (symlink switches, rewritten files); systemd and the cutover
+are a recording fake host here (the real ones run in tests/e2e/test_ansible.py, through Ansible).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ernie_ops import apply, config
+from ernie_ops.errors import UsageError
+from ernie_ops.gateway import GatewayError
+
+
+def _cfg(tmp_path: Path, upstream: str | None, ports=(8000, 8001)) -> config.Config:
+    up = tmp_path / "upstream.conf"
+    if upstream is not None:
+        up.write_text(upstream)
+    instances = ", ".join(f"{{port: {p}}}" for p in ports)
+    text = f"instances: [{instances}]\ngateway: {{upstream_file: {up}}}\nmodel: {{path: {tmp_path / 'model'}}}\n"
+    return config.parse(text)
+
+
+# -- route -------------------------------------------------------------------------------------
+def test_route_reads_the_include_and_names_the_spare(tmp_path):
+    r = apply.route(_cfg(tmp_path, "server 127.0.0.1:8001 max_fails=0;\n"))
+    assert (r.routed_port, r.spare_port, r.initial) == (8001, 8000, False)
+
+
+def test_route_on_a_fresh_host_is_the_initial_port(tmp_path):
+    cfg = _cfg(tmp_path, None)
+    assert (apply.route(cfg).routed_port, apply.route(cfg).initial) == (8000, True)
+    assert apply.route(cfg, initial=8001).routed_port == 8001
+    with pytest.raises(UsageError, match="not an instance"):
+        apply.route(cfg, initial=9000)
+
+
+def test_route_init_writes_only_on_a_fresh_host(tmp_path):
+    cfg = _cfg(tmp_path, None)
+    assert apply.init_route(cfg, 8001, check=True).changed and not (tmp_path / "upstream.conf").exists()
+    r = apply.init_route(cfg, 8001)
+    assert r.changed and apply.route(cfg).routed_port == 8001 and not apply.route(cfg).initial
+    again = apply.init_route(cfg, 8000)  # an existing route wins over the initial port
+    assert not again.changed and again.routed_port == 8001
+
+
+def test_route_refuses_an_include_naming_a_port_the_config_does_not_list(tmp_path):
+    with pytest.raises(UsageError, match="9000 is not an instance"):
+        apply.route(_cfg(tmp_path, "server 127.0.0.1:9000;\n"))
+    with pytest.raises(GatewayError, match="several ports"):
+        apply.route(_cfg(tmp_path, "server 127.0.0.1:8000;\nserver 127.0.0.1:8001;\n"))
+
+
+# -- when did an input change ------------------------------------------------------------------
+def test_path_time_follows_symlink_switches_not_directory_times(tmp_path):
+    v1, v2 = tmp_path / "models" / "v1", tmp_path / "models" / "v2"
+    v1.mkdir(parents=True)
+    (v1 / "config.json").write_text("{}")
+    os.utime(v1 / "config.json", (1000, 1000))
+    current = tmp_path / "models" / "current"
+    current.symlink_to("v1")
+    os.utime(current, (2000, 2000), follow_symlinks=False)
+    assert apply.path_time(current) == 2000
+    assert apply.path_time(current / "config.json") == 2000  # the link is on its way
+    v2.mkdir()  # staging a new version beside it touches the parent directory only
+    assert apply.path_time(current) == 2000
+    tmp = tmp_path / "models" / ".current-new"
+    tmp.symlink_to("v2")
+    tmp.rename(current)  # the role's atomic switch
+    assert apply.path_time(current) > 2000
+    assert apply.path_time(tmp_path / "missing") is None
+
+
+def test_path_time_of_a_rewritten_file_and_absolute_links(tmp_path):
+    f = tmp_path / "ernie.yaml"
+    f.write_text("a: 1\n")
+    os.utime(f, (1000, 1000))
+    link = tmp_path / "venv"
+    link.symlink_to(tmp_path)  # absolute target
+    os.utime(link, (500, 500), follow_symlinks=False)
+    assert apply.path_time(link / "ernie.yaml") == 1000
+    f.write_text("a: 2\n")
+    assert apply.path_time(link / "ernie.yaml") > 1000
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    assert apply.path_time(loop) is None
+
+
+def test_unit_inputs_come_from_systemds_view_of_the_unit(tmp_path):
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "ernie_ops"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    props = {
+        "FragmentPath": "/etc/systemd/system/ernie-vllm@.service",
+        "DropInPaths": "/etc/systemd/system/ernie-vllm@.service.d/a.conf /run/b.conf",
+        "EnvironmentFiles": "/etc/ernie-ops/ernie.env (ignore_errors=yes)",
+        "ExecStart": f"{{ path={tmp_path}/venv/bin/python ; argv[]={tmp_path}/venv/bin/python -m ernie_ops serve 8000 ; ... }}",
+    }
+    assert apply.unit_inputs(props, ["/etc/ernie-ops/ernie.yaml"]) == [
+        "/etc/systemd/system/ernie-vllm@.service", "/etc/systemd/system/ernie-vllm@.service.d/a.conf", "/run/b.conf",
+        "/etc/ernie-ops/ernie.env", f"{tmp_path}/venv/bin/python", str(site / "__init__.py"), "/etc/ernie-ops/ernie.yaml",
+    ]  # fmt: skip
+
+
+# -- decisions against a recording host -------------------------------------------------------------
+class FakeHost(apply.Host):
+    """systemd and the cutover recorded; file times from a dict. `started` is seconds before now."""
+
+    def __init__(self, units: dict[str, dict], times: dict[str, float], cutover_ok: bool = True, fail_verb: str | None = None):
+        self.units, self.times, self.calls = units, times, []
+        self.cutover_ok, self.fail_verb = cutover_ok, fail_verb
+        super().__init__(
+            props=self._props, path_time=lambda p: self.times.get(p), now=lambda: (10_000.0, 500.0),
+            systemctl=self._systemctl, cutover=self._cutover,
+        )  # fmt: skip
+
+    def _props(self, unit: str) -> dict[str, str]:
+        u = self.units.get(unit, {"active": "inactive"})
+        started_mono = 500.0 - u["started"] if "started" in u else 0
+        return {
+            "ActiveState": u["active"], "UnitFileState": u.get("enabled", "enabled"),
+            "ExecMainStartTimestampMonotonic": str(int(started_mono * 1e6)), "FragmentPath": f"/units/{unit}",
+        }  # fmt: skip
+
+    def _systemctl(self, verb: str, unit: str, timeout: float) -> None:
+        from ernie_ops.systemd import SystemdError
+
+        self.calls.append(f"{verb} {unit}")
+        if verb == self.fail_verb:
+            raise SystemdError(f"systemctl {verb} {unit} failed: Job failed")
+
+    def _cutover(self, cfg, target, timeout) -> dict:
+        self.calls.append(f"cutover {target}")
+        return {
+            "ok": self.cutover_ok,
+            "outcome": "switched" if self.cutover_ok else "rolled-back",
+            "error": None if self.cutover_ok else "gate",
+        }
+
+
+ENGINE, SPARE, CHAT = "ernie-vllm@8000.service", "ernie-vllm@8001.service", apply.CHAT_UNIT
+CONF = "/etc/ernie-ops/ernie.yaml"
+# wall clock "now" is 10_000: a unit started 100 s ago started at 9_900
+
+
+@pytest.mark.parametrize(
+    ("units", "times", "mode", "expected_calls", "actions"),
+    [
+        # nothing runs (fresh host): start and enable, the chat app too
+        ({}, {}, "cutover", [f"enable {ENGINE}", f"start {ENGINE}", f"enable {CHAT}", f"start {CHAT}"], ["start", "start"]),
+        # both run, started after every input: nothing at all (the changed=0 rerun)
+        ({ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}},
+         {CONF: 9_000.0}, "cutover", [], ["none", "none"]),
+        # the config changed after both started: cut over to the spare, restart the chat app
+        ({ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}},
+         {CONF: 9_990.0}, "cutover", ["cutover 8001", f"restart {CHAT}"], ["cutover", "restart"]),
+        # mode restart / none
+        ({ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}},
+         {CONF: 9_990.0}, "restart", [f"restart {ENGINE}", f"restart {CHAT}"], ["restart", "restart"]),
+        ({ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}},
+         {CONF: 9_990.0}, "none", [f"restart {CHAT}"], ["pending", "restart"]),
+        # the model link switched after the engine started: only the engine moves
+        ({ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}},
+         {"MODEL": 9_990.0, CONF: 9_000.0}, "cutover", ["cutover 8001"], ["cutover", "none"]),
+        # a stale spare left running is stopped first: a cutover would adopt it with the old inputs
+        ({ENGINE: {"active": "active", "started": 100}, SPARE: {"active": "active", "started": 200},
+          CHAT: {"active": "active", "started": 5}},
+         {CONF: 9_990.0}, "cutover", [f"stop {SPARE}", "cutover 8001"], ["cutover", "none"]),
+        # serving but not enabled at boot: enable only
+        ({ENGINE: {"active": "active", "started": 100, "enabled": "disabled"}, CHAT: {"active": "active", "started": 5}},
+         {}, "cutover", [f"enable {ENGINE}"], ["enable", "none"]),
+        # a unit still starting is left alone
+        ({ENGINE: {"active": "activating", "started": 10}, CHAT: {"active": "active", "started": 5}},
+         {CONF: 9_990.0}, "cutover", [], ["none", "none"]),
+    ],
+)  # fmt: skip
+def test_apply_decides_from_what_runs_and_what_changed(tmp_path, units, times, mode, expected_calls, actions):
+    cfg = _cfg(tmp_path, "server 127.0.0.1:8000 max_fails=0;\n")
+    times = {(cfg.model.path if k == "MODEL" else k): v for k, v in times.items()}
+    host = FakeHost(units, times)
+    res = apply.apply(cfg, CONF, mode=mode, host=host)
+    assert [a.action for a in res.actions] == actions
+    assert host.calls == expected_calls
+    assert res.ok and res.changed == any(a not in ("none", "pending") for a in actions)
+    # --check decides the same and does nothing
+    checked = apply.apply(cfg, CONF, mode=mode, check=True, host=(h := FakeHost(units, times)))
+    assert [a.action for a in checked.actions] == actions and h.calls == []
+
+
+def test_apply_names_the_inputs_that_changed(tmp_path):
+    cfg = _cfg(tmp_path, "server 127.0.0.1:8001;\n")
+    host = FakeHost(
+        {"ernie-vllm@8001.service": {"active": "active", "started": 100}}, {CONF: 9_990.0, "/units/ernie-vllm@8001.service": 9_950.0}
+    )
+    a = apply.apply(cfg, CONF, services=("engine",), host=host).actions[0]
+    assert (a.action, a.target, a.newer) == ("cutover", "8000", ["/units/ernie-vllm@8001.service", CONF])
+    assert host.calls == ["cutover 8000"]
+
+
+def test_apply_reports_failures_without_raising(tmp_path):
+    cfg = _cfg(tmp_path, "server 127.0.0.1:8000;\n")
+    stale = {ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}}
+    res = apply.apply(cfg, CONF, host=FakeHost(stale, {CONF: 9_990.0}, cutover_ok=False))
+    assert not res.ok and "cutover to 8001 rolled-back: gate" in res.actions[0].error
+    assert res.actions[1].done  # the chat app is still handled
+    res = apply.apply(cfg, CONF, services=("chat",), host=FakeHost({}, {}, fail_verb="start"))
+    assert not res.ok and "Job failed" in res.actions[0].error
+
+
+def test_apply_without_start_leaves_a_stopped_unit_alone(tmp_path):
+    cfg = _cfg(tmp_path, None)
+    host = FakeHost({}, {})
+    res = apply.apply(cfg, CONF, start=False, host=host)
+    assert [a.action for a in res.actions] == ["none", "none"] and host.calls == [] and not res.changed
+
+
+def test_apply_rejects_an_unknown_mode(tmp_path):
+    with pytest.raises(UsageError, match="mode 'sideways'"):
+        apply.apply(_cfg(tmp_path, None), CONF, mode="sideways", host=FakeHost({}, {}))
+
+
+def test_start_time_is_read_from_systemds_monotonic_stamp():
+    host = FakeHost({ENGINE: {"active": "active", "started": 100}}, {"/a": 9_899.0, "/b": 9_901.0})
+    seen = apply.look(host, ENGINE, ["/a", "/b"])
+    assert seen.started_at == pytest.approx(9_900.0) and seen.newer == ["/b"]
