@@ -21,6 +21,8 @@ applies on the next run, and a second run finds nothing to do. Every host operat
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import os
 import re
 import stat
@@ -175,6 +177,7 @@ class Seen:
     enabled: str
     started_at: float | None  # wall clock; None when no process runs
     newer: list[str] = field(default_factory=list)
+    start_stamp: int = 0  # systemd's ExecMainStartTimestampMonotonic: which process this is
 
     @property
     def stale(self) -> bool:
@@ -195,7 +198,52 @@ def look(host: Host, unit: str, extra_inputs: list[str]) -> Seen:
             t = host.path_time(path)
             if t is not None and t > started_at:
                 newer.append(path)
-    return Seen(unit, active, props.get("UnitFileState", ""), started_at, newer)
+    return Seen(unit, active, props.get("UnitFileState", ""), started_at, newer, mono_us)
+
+
+# -- which part of ernie.yaml a service reads -------------------------------------------------------
+# The engine reads everything but the chat section; the chat app reads its section, the gateway it
+# talks to and the model name. A change elsewhere in the file (or a comment) does not reach it.
+READS = {
+    "engine": lambda d: {k: v for k, v in d.items() if k != "chat"},
+    "chat": lambda d: {k: d.get(k) for k in ("chat", "gateway", "model")},
+}
+APPLIED_FILE = "applied.json"
+
+
+def config_digest(cfg: Config, service: str) -> str:
+    data = READS[service](cfg.model_dump(mode="json"))
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _applied(cfg: Config) -> dict:
+    try:
+        data = json.loads((Path(cfg.paths.state_dir) / APPLIED_FILE).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # no record: the file times alone decide (a restart too many, never one too few)
+
+
+def _remember(cfg: Config, records: dict[str, dict]) -> str | None:
+    """Which config digest each running process started with; a warning when it cannot be written."""
+    path = Path(cfg.paths.state_dir) / APPLIED_FILE
+    try:
+        data = {**_applied(cfg), **records}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError as exc:
+        return f"could not record the applied config in {path}: {exc.strerror or exc}"
+    return None
+
+
+def _forgive_config(cfg: Config, seen: Seen, service: str, config_path: str) -> None:
+    """The config file is newer than the process, but the part this service reads is what it
+    started with (recorded for this very process): not a reason to act."""
+    rec = _applied(cfg).get(seen.unit, {})
+    if config_path in seen.newer and rec.get("start_stamp") == seen.start_stamp and rec.get("digest") == config_digest(cfg, service):
+        seen.newer.remove(config_path)
 
 
 # -- decisions (pure) --------------------------------------------------------------------------
@@ -261,6 +309,7 @@ class ApplyResult:
     check: bool
     actions: list[Action] = field(default_factory=list)
     route: dict | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -295,21 +344,34 @@ def apply(
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
     host = host or Host()
     res = ApplyResult(check)
+    settled: list[tuple[str, str, list[str]]] = []  # (service, unit, inputs) to record after acting
     if "engine" in services:
         r = route(cfg, initial)
         res.route = r.as_dict()
         extra = [config_path, cfg.model.path]
         seen = look(host, systemd.unit_name(r.routed_port), extra)
+        _forgive_config(cfg, seen, "engine", config_path)
         action = decide_engine(seen, r.routed_port, r.spare_port, mode, start)
         res.actions.append(action)
         if not check:
             _run_engine(cfg, host, action, r, extra, start_timeout)
+            routed_now = int(action.target) if action.action == "cutover" and action.done else r.routed_port
+            settled.append(("engine", systemd.unit_name(routed_now), extra))
     if "chat" in services:
         seen = look(host, CHAT_UNIT, [config_path])
+        _forgive_config(cfg, seen, "chat", config_path)
         action = decide_chat(seen, start)
         res.actions.append(action)
         if not check:
             _run_unit_action(host, action, start_timeout)
+            settled.append(("chat", CHAT_UNIT, [config_path]))
+    records = {}
+    for service, unit, inputs in settled:
+        now = look(host, unit, inputs)
+        if now.started_at is not None and config_path not in now.newer:  # it started with the config as it is now
+            records[unit] = {"start_stamp": now.start_stamp, "digest": config_digest(cfg, service)}
+    if records and (warning := _remember(cfg, records)):
+        res.warnings.append(warning)
     return res
 
 

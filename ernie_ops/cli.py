@@ -302,6 +302,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
                 verb = "would " + a.action if args.check else a.action
                 mark, what = "[green]✓[/]", f"{verb}{' -> ' + a.target if a.target and a.target != a.unit else ''}: {a.reason}"
             out_console.print(f"{mark} {a.service:<6} {a.unit}: {escape(what)}", soft_wrap=True)
+        for w in res.warnings:
+            err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     return EXIT_OK if res.ok else EXIT_FAILED
 
 

@@ -6,6 +6,7 @@ are a recording fake host here (the real ones run in tests/e2e/test_ansible.py, 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -21,7 +22,10 @@ def _cfg(tmp_path: Path, upstream: str | None, ports=(8000, 8001)) -> config.Con
     if upstream is not None:
         up.write_text(upstream)
     instances = ", ".join(f"{{port: {p}}}" for p in ports)
-    text = f"instances: [{instances}]\ngateway: {{upstream_file: {up}}}\nmodel: {{path: {tmp_path / 'model'}}}\n"
+    text = (
+        f"instances: [{instances}]\ngateway: {{upstream_file: {up}}}\nmodel: {{path: {tmp_path / 'model'}}}\n"
+        f"paths: {{state_dir: {tmp_path / 'state'}, cache_dir: {tmp_path / 'cache'}}}\n"
+    )
     return config.parse(text)
 
 
@@ -227,3 +231,28 @@ def test_start_time_is_read_from_systemds_monotonic_stamp():
     host = FakeHost({ENGINE: {"active": "active", "started": 100}}, {"/a": 9_899.0, "/b": 9_901.0})
     seen = apply.look(host, ENGINE, ["/a", "/b"])
     assert seen.started_at == pytest.approx(9_900.0) and seen.newer == ["/b"]
+
+
+def test_a_config_change_outside_what_a_service_reads_moves_nothing(tmp_path):
+    """The file is newer than both processes; a recorded digest per process says which part changed."""
+    conf = tmp_path / "ernie.yaml"
+    base = _cfg(tmp_path, "server 127.0.0.1:8000;\n")
+    running = {ENGINE: {"active": "active", "started": 100}, CHAT: {"active": "active", "started": 50}}
+    host = FakeHost(running, {str(conf): 9_000.0})  # written before both started
+    first = apply.apply(base, str(conf), host=host)
+    assert [a.action for a in first.actions] == ["none", "none"] and not first.warnings
+    recorded = json.loads((tmp_path / "state" / "applied.json").read_text())
+    assert set(recorded) == {ENGINE, CHAT}
+
+    def changed(**section) -> config.Config:
+        return base.model_copy(update={k: getattr(base, k).model_copy(update=v) for k, v in section.items()})
+
+    host.times[str(conf)] = 9_990.0  # rewritten after both started
+    chat_only = apply.apply(changed(chat={"app_name": "Support"}), str(conf), host=(h := FakeHost(running, host.times)))
+    assert [a.action for a in chat_only.actions] == ["none", "restart"] and h.calls == [f"restart {CHAT}"]
+    engine_only = apply.apply(changed(vllm={"max_num_seqs": 8}), str(conf), host=(h := FakeHost(running, host.times)))
+    assert [a.action for a in engine_only.actions] == ["cutover", "none"] and h.calls == ["cutover 8001"]
+    # a record of another process (restarted by hand since) does not count: the file time decides
+    other = {ENGINE: {"active": "active", "started": 20}, CHAT: {"active": "active", "started": 50}}
+    res = apply.apply(base, str(conf), host=(h := FakeHost(other, host.times)))
+    assert [a.action for a in res.actions] == ["cutover", "none"] and h.calls == ["cutover 8001"]
