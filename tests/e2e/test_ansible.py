@@ -14,12 +14,11 @@ import time
 
 import pytest
 
-from tests.harness import provision, sandbox
+from tests.harness import provision, sandbox, tiers
 
 reason = sandbox.why_unavailable()
 if reason:
-    print(f"\nSKIP e2e ansible: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"e2e ansible: {reason}")
 
 GATEWAY = "http://127.0.0.1:80"
 CLI = "/opt/ernie-ops/venv/bin/ernie-ops"

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import provision, sandbox
+from tests.harness import provision, sandbox, tiers
 
 reason = sandbox.why_unavailable()
 if reason:
-    print(f"\nSKIP e2e ansible model: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"e2e ansible model: {reason}")
 
 ROOT = "/srv/models/ernie-tiny"
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import provision, sandbox
+from tests.harness import provision, sandbox, tiers
 
 reason = sandbox.why_unavailable()
 if reason:
-    print(f"\nSKIP e2e ansible preflight: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"e2e ansible preflight: {reason}")
 
 NVIDIA_SMI_STUB = """#!/bin/sh
 # test stub: a host with one GPU whose driver supports CUDA 12.1 only

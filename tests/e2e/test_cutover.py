@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.harness import host, sandbox
+from tests.harness import host, sandbox, tiers
 from tests.harness.tiny_model import SERVED_NAME
 
 GATEWAY = "http://127.0.0.1:80"
@@ -20,8 +20,7 @@ PY = f"{host.VENV_INSIDE}/bin/python"
 
 reason = sandbox.why_unavailable()
 if reason:
-    print(f"\nSKIP e2e: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"e2e: {reason}")
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
-from tests.harness import sandbox
+from tests.harness import sandbox, tiers
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 reason = sandbox.why_unavailable()
 if reason:
-    print(f"\nSKIP e2e: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"e2e: {reason}")
 
 
 def _mounts() -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import host, sandbox
+from tests.harness import host, sandbox, tiers
 from tests.harness.tiny_model import SERVED_NAME
 
 UNIT = "ernie-vllm@8000.service"
@@ -22,8 +22,7 @@ OTHER = "ernie-vllm@8001.service"  # started beside UNIT, for the crash test
 
 reason = sandbox.why_unavailable()
 if reason:
-    print(f"\nSKIP e2e: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"e2e: {reason}")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.harness import browser, host, sandbox
+from tests.harness import browser, host, sandbox, tiers
 from tests.harness.chat_page import ChatPage
 from tests.harness.paths import ARTIFACTS
 
@@ -29,8 +29,7 @@ DOWN = "模型服务暂时无法连接"  # the start of FRIENDLY["down"]
 
 reason = sandbox.why_unavailable() or browser.why_unavailable()
 if reason:
-    print(f"\nSKIP ui: {reason}")
-    pytestmark = pytest.mark.skip(reason=reason)
+    pytestmark = tiers.unavailable(f"ui: {reason}")
 
 
 @pytest.fixture(scope="module")
