@@ -2,19 +2,55 @@
 
 The host has its own network namespace, joined to this machine by a veth pair: the gateway answers
 at http://10.231.0.2/ from here, nothing listens on this machine's own addresses.
+
+The chat gets one user, `demo`, with a password made for this demo: passed to the playbook the way an
+operator would (the ernie_chat role's `ernie_chat_users`, a scrypt hash), so only its hash reaches the
+inventory and the host, never a playbook log. The password is kept in the state file (0600) so a
+second `make demo` prints the login again.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
+from ernie_ops.chat import users
 from tests.harness import provision, sandbox, tiny_model
 
 STATE = Path.home() / ".cache" / "ernie-ops" / "demo.json"
 HOST_IF, HOST_IP, GUEST_IP = "ernie-demo0", "10.231.0.1", "10.231.0.2"
+CHAT_USER = "demo"
+
+
+def chat_user_vars(name: str, password: str) -> dict:
+    """The playbook variables that give the host one chat user: the ernie_chat role's `ernie_chat_users`."""
+    users.check_new(name, password)
+    return {"ernie_chat_users": {name: users.hash_password(password)}}
+
+
+def login_line(state: object) -> str:
+    if isinstance(state, dict) and "chat_password" in state:
+        return f"chat login: {state.get('chat_user', CHAT_USER)} / {state['chat_password']}"
+    return "chat login: unknown (no password in the state file: an older `make demo` made this host)"
+
+
+def read_state(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        return None
+
+
+def save_state(path: Path, state: dict) -> None:
+    """The demo's state (it holds the chat password): readable by its owner only, from the first byte."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(json.dumps(state))
 
 
 def _link(sb: sandbox.Sandbox) -> None:
@@ -26,7 +62,8 @@ def _link(sb: sandbox.Sandbox) -> None:
 
 def up() -> int:
     if STATE.exists():
-        print(f"a demo host is already up ({STATE}); `make demo-down` first")
+        print(f"a demo host is already up ({STATE}): chat http://{GUEST_IP}/, {login_line(read_state(STATE))}")
+        print("`make demo-down` removes it")
         return 1
     reason = sandbox.why_unavailable()
     if reason:
@@ -35,10 +72,12 @@ def up() -> int:
     model = tiny_model.cached(Path.home() / ".cache" / "ernie-ops" / "models")
     fleet = provision.Fleet(["demo"], model)
     sb = fleet.hosts["demo"]
-    STATE.write_text(json.dumps({"base": str(sb.base), "pid": sb.pid, "workdir": str(fleet.workdir)}))
+    password = secrets.token_urlsafe(12)
+    state = {"base": str(sb.base), "pid": sb.pid, "workdir": str(fleet.workdir), "chat_user": CHAT_USER, "chat_password": password}
+    save_state(STATE, state)
     _link(sb)
     print(f"sandboxed host up (systemd PID {sb.pid}); running ansible-playbook site.yml into it (~4 min) ...", flush=True)
-    run = fleet.playbook("site.yml")
+    run = fleet.playbook("site.yml", **chat_user_vars(CHAT_USER, password))
     print("\n".join(run.output.splitlines()[-6:]))
     if run.rc != 0:
         print(run.output[-6000:])
@@ -50,6 +89,7 @@ site.yml took {run.seconds:.0f} s. The host serves:
   gateway   http://{GUEST_IP}/v1/   (OpenAI API, model "ernie-tiny")
   health    http://{GUEST_IP}/health
   chat      http://{GUEST_IP}/      (Chainlit)
+  {login_line(state)}
 Try:
   curl -s http://{GUEST_IP}/health
   curl -sN http://{GUEST_IP}/v1/chat/completions -H 'Content-Type: application/json' \\
