@@ -62,3 +62,16 @@ def test_roles_install_the_repository_files_unchanged():
     text = "\n".join(p.read_text() for p in (ANSIBLE / "roles").rglob("*.yml"))
     assert "/../../../systemd" in text and "/../../../nginx/ernie-ops.conf" in text
     assert not list((ANSIBLE / "roles").rglob("*.service")) and not list((ANSIBLE / "roles").rglob("ernie-ops.conf*"))
+
+
+def test_no_command_line_is_cut_by_a_yaml_comment():
+    """YAML ends a plain value at ` #`: `command: systemctl is-active  # noqa ... UNIT` ran a bare
+    `systemctl is-active` (the bug behind issue 9). A command, shell, cmd or argv value never holds one."""
+    keys = re.compile(r"^\s*-?\s*(ansible\.builtin\.)?(command|shell|cmd|argv|raw)\s*:\s*(?P<value>.*)$")
+    found = []
+    for path in sorted([*ANSIBLE.rglob("*.yml"), *ANSIBLE.rglob("*.yaml")]):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = keys.match(line)
+            if m and " #" in m.group("value") and not m.group("value").lstrip().startswith(("'", '"', "|", ">")):
+                found.append(f"{path.relative_to(PROJECT)}:{n}: {line.strip()}")
+    assert not found, "a YAML comment cuts these command lines:\n" + "\n".join(found)
