@@ -128,14 +128,87 @@ def test_upgrade_yml_rolls_a_new_model_version_without_losing_a_request(fleet, f
     assert all(h["failed"] == 0 for h in up.recap().values())
 
 
-def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run):
-    """Idempotence, after the upgrade: same variables (model tiny-v2), nothing to do, and site.yml
-    must not drag traffic back to the port it routed on day one."""
+VLLM_CHANGED = {**provision.host_vars()["ernie_ops_vllm"], "max_model_len": 1536}
+CHAT_CHANGED = {"app_name": "ERNIE Support"}
+
+
+def _start_stamp(sb: sandbox.Sandbox, unit: str) -> str:
+    return sb.show(unit, "ExecMainStartTimestampMonotonic")
+
+
+def _served_max_model_len(sb: sandbox.Sandbox) -> int:
+    models = json.loads(sb.run(["curl", "-s", f"{GATEWAY}/v1/models"]).stdout)
+    return models["data"][0]["max_model_len"]
+
+
+def _applied(run: provision.Run) -> list[str]:
+    """The reasons `ernie-ops apply` gave, as the playbook printed them (the operator's transcript)."""
+    return [line.strip() for line in run.output.splitlines() if "changed since" in line or "started after every input" in line]
+
+
+def test_a_vllm_setting_change_reaches_traffic_by_a_cutover_under_load(fleet, first_run):
+    """Issue 9's bug: a changed vLLM setting on a serving host never reached traffic. Now site.yml's
+    `ernie-ops apply` sees ernie.yaml newer than the serving instance and cuts over to the spare
+    while clients that never retry (openai, max_retries=0) stream through each host's gateway."""
     assert first_run.rc == 0, "needs the first run"
-    again = fleet.playbook("site.yml", ernie_model_version="tiny-v2")
+    before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _served_max_model_len(sb)) for name, sb in fleet.hosts.items()}
+    clients = {
+        name: sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, "ernie-tiny", "2"]) for name, sb in fleet.hosts.items()
+    }
+    time.sleep(3)
+    try:
+        run = fleet.playbook("site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED)
+    finally:
+        time.sleep(2)
+        for p in clients.values():
+            sandbox.Sandbox.signal_spawned(p, signal.SIGINT)
+        loads = {name: json.loads(p.communicate(timeout=180)[0]) for name, p in clients.items()}
+    print(f"\nsite.yml with vllm.max_model_len 2048 -> 1536 under load: {run.seconds:.0f} s; recap {run.recap()}")
+    print("\n".join(_applied(run)))
+    for name, load in loads.items():
+        print(f"  {name}: openai max_retries=0: {load['ok']} ok, {load['failed']} failed {load['errors'][:3]}")
+    assert run.rc == 0, run.output[-8000:]
+    for name, sb in fleet.hosts.items():
+        assert loads[name]["failed"] == 0 and loads[name]["ok"] > 0, (name, loads[name])
+        st = json.loads(sb.run([CLI, "status", "--json"]).stdout)
+        assert st["routed_port"] == 8000 and st["ok"], st  # upgrade.yml left 8001 routed: the spare is 8000
+        assert before[name][1] == 2048 and _served_max_model_len(sb) == 1536, name  # the change is live
+        assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+        assert sb.systemctl("is-enabled", "ernie-vllm@8000.service", check=False).stdout.strip() == "enabled"
+        # the chat app reads no vllm setting: left running
+        assert sb.show("ernie-chainlit.service", "MainPID") == before[name][0], name
+
+
+def test_a_chat_setting_change_restarts_only_the_chat_app(fleet, first_run):
+    assert first_run.rc == 0, "needs the first run"
+    before = {
+        name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, "ernie-vllm@8000.service"))
+        for name, sb in fleet.hosts.items()
+    }
+    run = fleet.playbook("site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED)
+    print(f"\nsite.yml with chat.app_name changed: {run.seconds:.0f} s; recap {run.recap()}")
+    print("\n".join(_applied(run)))
+    assert run.rc == 0, run.output[-8000:]
+    for name, sb in fleet.hosts.items():
+        assert sb.show("ernie-chainlit.service", "ActiveState") == "active"
+        assert sb.show("ernie-chainlit.service", "MainPID") != before[name][0], (name, "the chat app was not restarted")
+        assert _start_stamp(sb, "ernie-vllm@8000.service") == before[name][1], (name, "the engine moved for a chat setting")
+        assert sb.run(f"{CLI} config check --json", check=False).stdout.count("ERNIE Support") == 1
+        chat = sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/"], check=False).stdout
+        assert chat == "200", (name, chat)
+
+
+def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run):
+    """Idempotence, after the upgrade and the two changes: same variables, nothing to do, nothing
+    restarted, and site.yml must not drag traffic back to the port it routed on day one."""
+    assert first_run.rc == 0, "needs the first run"
+    units = ("ernie-vllm@8000.service", "ernie-chainlit.service")
+    before = {name: [_start_stamp(sb, u) for u in units] for name, sb in fleet.hosts.items()}
+    again = fleet.playbook("site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED)
     print(f"\nsecond site.yml: {again.seconds:.0f} s; recap {again.recap()}")
     assert again.rc == 0, again.output[-6000:]
     assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
-    for sb in fleet.hosts.values():
-        assert sb.show("ernie-vllm@8001.service", "ActiveState") == "active"
-        assert sb.show("ernie-vllm@8000.service", "ActiveState") == "inactive"
+    for name, sb in fleet.hosts.items():
+        assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active"
+        assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+        assert [_start_stamp(sb, u) for u in units] == before[name], (name, "a unit restarted on a run that changed nothing")
