@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
 
-from ernie_ops import metrics, probe, state, systemd
+from ernie_ops import metrics, ports, probe, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
@@ -26,6 +27,8 @@ class InstanceStatus:
     ttft_p99: float | None = None
     routed: bool = False
     error: str | None = None
+    foreign: bool = False  # the unit is not running, yet something holds its port
+    holder: str | None = None  # who, when foreign: "pid 1234 python3, `ss -ltnp sport = :8001`"
 
 
 @dataclass
@@ -46,14 +49,23 @@ class Status:
         return {**asdict(self), "ok": self.ok}
 
 
-def _instance(cfg: Config, port: int, routed: int | None, client: httpx.Client) -> InstanceStatus:
+UnitQuery = Callable[[int], systemd.UnitState]
+
+
+def _instance(cfg: Config, port: int, routed: int | None, client: httpx.Client, unit_state: UnitQuery) -> InstanceStatus:
     try:
-        unit = systemd.state(port).active
+        unit = unit_state(port).active
     except ErnieOpsError:
         unit = "unknown"
     base = probe.base_url(port)
     timeout = cfg.health.request_timeout_seconds
     st = InstanceStatus(port=port, unit=unit, healthy=probe.alive(client, base, timeout), routed=port == routed)
+    if unit != "unknown" and (held := ports.foreign_holder(port, unit)) is not None:
+        # What answers there is not this instance: its health, model and metrics are someone else's.
+        st.foreign, st.holder = True, held.describe()
+        st.error = foreign_problem(st, answers=st.healthy)
+        st.healthy = False
+        return st
     if not st.healthy:
         return st
     try:
@@ -66,7 +78,17 @@ def _instance(cfg: Config, port: int, routed: int | None, client: httpx.Client) 
     return st
 
 
-def collect(cfg: Config) -> Status:
+def foreign_problem(inst: InstanceStatus, answers: bool) -> str:
+    what = "answers" if answers else "is bound"
+    return (
+        f"port {inst.port} {what} but {systemd.unit_name(inst.port).removesuffix('.service')} is {inst.unit}: "
+        f"another process holds the port ({inst.holder}); stop it, "
+        + ("nginx routes to it now" if inst.routed else "or a cutover would route to it")
+    )
+
+
+def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
+    """`unit_state`: systemd's view of one instance (injectable: tests cannot own real units)."""
     gw = Gateway(cfg.gateway)
     problems: list[str] = []
     try:
@@ -82,13 +104,18 @@ def collect(cfg: Config) -> Status:
             live = int(upstream.rsplit(":", 1)[1]) if ":" in upstream else None
         except (httpx.HTTPError, ValueError) as exc:
             problems.append(f"gateway {cfg.gateway.url} does not answer: {exc}")
-        instances = [_instance(cfg, i.port, routed, client) for i in cfg.instances]
+        instances = []
+        for i in cfg.instances:
+            inst = _instance(cfg, i.port, routed, client, unit_state)
+            if inst.foreign:
+                problems.append(inst.error)
+            instances.append(inst)
     if code is not None and code != 200:
         problems.append(f"gateway /health is {code}: the routed instance {routed} does not serve")
     if live is not None and routed is not None and live != routed:
         problems.append(f"nginx answers from {live} but the include names {routed}: a reload is pending (rerun the cutover)")
     for inst in instances:
-        if inst.routed and not inst.healthy:
+        if inst.routed and not inst.healthy and not inst.foreign:
             problems.append(f"routed instance {inst.port} is not healthy (unit {inst.unit})")
         if inst.model_ok is False:
             problems.append(f"{inst.port} does not serve {cfg.model.served_name}")

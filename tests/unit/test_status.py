@@ -1,0 +1,130 @@
+"""`status.collect` against real listeners on 127.0.0.1: a foreign http.server that answers /health and
+/v1/models like an instance would. systemd is the one injected part (tests cannot own real units):
+`collect(cfg, unit_state=...)` gets a callable that returns the state the test sets."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from ernie_ops import config, ports, status, systemd
+from tests.conftest import free_port, write_config
+
+
+class _Instance(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        bodies = {"/health": b"", "/v1/models": json.dumps({"object": "list", "data": [{"id": "ernie-tiny"}]}).encode()}
+        body = bodies.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def foreign() -> Iterator[int]:
+    """A process-local http.server (this test's pid holds the port) answering like a vLLM instance."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Instance)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def unit(active: str):
+    return lambda port: systemd.UnitState(active=active, sub="dead", result="success", main_pid=0, status_text="", n_restarts=0)
+
+
+def make_cfg(tmp_path: Path, port: int, routed: int | None = None) -> config.Config:
+    upstream = tmp_path / "upstream.conf"
+    if routed is not None:
+        upstream.write_text(f"server 127.0.0.1:{routed} max_fails=0;\n")
+    path = write_config(
+        tmp_path / "ernie.yaml", tmp_path / "model", [port], tmp_path / "cache",
+        gateway={"url": f"http://127.0.0.1:{free_port()}", "upstream_file": str(upstream)},
+        health={"request_timeout_seconds": 0.5},
+    )  # fmt: skip
+    return config.load(str(path))
+
+
+def test_inactive_unit_with_an_answering_port_is_foreign(tmp_path, foreign):
+    st = status.collect(make_cfg(tmp_path, foreign), unit_state=unit("inactive"))
+    inst = st.instances[0]
+    assert inst.foreign and not inst.healthy and inst.model_ok is None
+    expected = f"port {foreign} answers but ernie-vllm@{foreign} is inactive: another process holds the port (pid {os.getpid()} "
+    problem = next(p for p in st.problems if p.startswith(f"port {foreign}"))
+    assert problem.startswith(expected), problem
+    assert f"`ss -ltnp sport = :{foreign}`); stop it, or a cutover would route to it" in problem
+    assert not st.ok
+
+
+def test_routed_foreign_port_says_nginx_routes_to_it(tmp_path, foreign):
+    st = status.collect(make_cfg(tmp_path, foreign, routed=foreign), unit_state=unit("failed"))
+    problem = next(p for p in st.problems if p.startswith(f"port {foreign}"))
+    assert f"ernie-vllm@{foreign} is failed" in problem and problem.endswith("stop it, nginx routes to it now")
+
+
+def test_bound_but_silent_port_is_foreign_too(tmp_path):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        st = status.collect(make_cfg(tmp_path, port), unit_state=unit("inactive"))
+    finally:
+        holder.close()
+    assert st.instances[0].foreign
+    assert any(p.startswith(f"port {port} is bound but ernie-vllm@{port} is inactive") for p in st.problems), st.problems
+
+
+@pytest.mark.parametrize("active", ["active", "activating", "deactivating"])
+def test_a_running_unit_owns_its_port(tmp_path, foreign, active):
+    st = status.collect(make_cfg(tmp_path, foreign), unit_state=unit(active))
+    inst = st.instances[0]
+    assert not inst.foreign and inst.healthy and inst.model_ok is True
+    assert not any(p.startswith(f"port {foreign}") for p in st.problems)
+
+
+def test_inactive_unit_on_a_free_port_is_just_down(tmp_path):
+    port = free_port()
+    st = status.collect(make_cfg(tmp_path, port), unit_state=unit("inactive"))
+    inst = st.instances[0]
+    assert not inst.foreign and not inst.healthy
+    assert not any(p.startswith(f"port {port}") for p in st.problems)
+
+
+def test_unknown_unit_state_is_not_called_foreign(tmp_path, foreign):
+    def broken(port: int) -> systemd.UnitState:
+        raise systemd.SystemdError("systemctl not found")
+
+    inst = status.collect(make_cfg(tmp_path, foreign), unit_state=broken).instances[0]
+    assert inst.unit == "unknown" and not inst.foreign
+
+
+def test_port_holder_names_the_listening_process(foreign):
+    h = ports.holder(foreign)
+    assert h.bound and h.pid == os.getpid()
+    assert h.describe() == f"pid {os.getpid()} {h.name}, `ss -ltnp sport = :{foreign}`"
+
+
+def test_port_holder_of_a_free_port():
+    port = free_port()
+    assert ports.holder(port) == ports.Holder(port=port, bound=False)
+    assert ports.foreign_holder(port, "inactive") is None
+
+
+def test_foreign_holder_is_none_while_the_unit_may_hold_the_port(foreign):
+    assert ports.foreign_holder(foreign, "active") is None
+    assert ports.foreign_holder(foreign, "inactive").pid == os.getpid()
