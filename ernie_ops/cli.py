@@ -168,8 +168,8 @@ def cmd_cutover(args: argparse.Namespace) -> int:
             }
             out_console.print(f"[green]{args.command} {result.outcome}[/]: {messages.get(result.outcome, f'traffic on {result.target}')}")
         else:
-            where = "the old instance keeps serving" if result.outcome == "aborted" else "traffic was put back on the old instance"
-            err_console.print(f"[red]{args.command} {result.outcome}[/]: {result.error}; {where}", soft_wrap=True)
+            where = f"; {result.where}" if result.where else ""  # the runbook's own words, from what the gateway answered
+            err_console.print(f"[red]{args.command} {result.outcome}[/]: {result.error}{where}", soft_wrap=True)
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -1,7 +1,7 @@
 """`ernie-ops cutover PORT`: move traffic to another instance with zero lost requests. A runbook:
 
   1. preflight  config valid, PORT is an instance and not already routed, memory budget for two
-                instances side by side, current nginx config passes `nginx -t`
+                instances side by side, current nginx config passes `nginx -t`, nginx's master runs
   2. start      `systemctl start ernie-vllm@PORT` (blocks until READY), or adopt a running one
   3. gate       /health 200, /v1/models lists the model, a real completion
   4. switch     upstream include rewritten atomically, `nginx -t`, graceful reload
@@ -14,7 +14,13 @@ Undo: a failure before the switch stops the new instance (the old one never stop
 failure at switch/verify puts the old upstream back, reloads, and stops the new instance. Steps
 6-7 come after traffic is verified on the new instance, so their failures are reported, never
 rolled back. Re-running after a crash converges: if PORT is already routed, leftovers are
-drained and stopped.
+drained and stopped, and the state file gets the record the crashed run did not write (previous =
+the instance the state file still names as active).
+
+Everything done to the host goes through `host` (ernie_ops/hostops.py: `RealHost` unless one is
+given), so the undo logic is unit-tested against a fake host (tests/unit/test_cutover_runbook.py).
+On a failure the result says where traffic is (`traffic`: the port that answered through the
+gateway, `where`: the sentence the CLI prints), from one request through the gateway.
 """
 
 from __future__ import annotations
@@ -24,14 +30,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import httpx
-
-from ernie_ops import engine, metrics, probe, state, systemd
+from ernie_ops import state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
-from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
-
-GPU_BUDGET = 0.95  # two instances on one GPU must leave this much headroom for CUDA contexts
+from ernie_ops.hostops import HostOps, RealHost
 
 
 class CutoverFailed(ErnieOpsError):
@@ -63,44 +65,14 @@ class CutoverResult:
     steps: list[Step] = field(default_factory=list)
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    traffic: int | None = None  # the instance that answered through the gateway at the end (None: none did)
+    where: str = ""  # where traffic is, in words, on a failure (what the CLI prints after the error)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def seconds(self, name: str) -> float:
         return sum(s.seconds for s in self.steps if s.name == name)
-
-
-def memory_budget_problem(cfg: Config, source: int | None, target: int, meminfo: Path = Path("/proc/meminfo")) -> str | None:
-    """Why old and new cannot run side by side, with the numbers and what to change; None if they can."""
-    if source is None:
-        return None
-    accel = engine.resolve_accelerator(cfg.vllm.accelerator)
-    if accel == "gpu":
-        src, dst = cfg.instance(source), cfg.instance(target)
-        if src.gpu is not None and dst.gpu is not None and src.gpu != dst.gpu:
-            return None
-        util = cfg.vllm.gpu_memory_utilization
-        if 2 * util <= GPU_BUDGET:
-            return None
-        gpu = "the same GPU" if src.gpu == dst.gpu else "all visible GPUs (instances[].gpu unset)"
-        return (
-            f"{source} and {target} would share {gpu}, each with vllm.gpu_memory_utilization {util}: side by side they need "
-            f"{2 * util:.2f} of it (limit {GPU_BUDGET}). Set vllm.gpu_memory_utilization <= {GPU_BUDGET / 2:.2f}, "
-            f"or put instance {target} on another GPU (instances[].gpu)."
-        )
-    need_gib = cfg.vllm.cpu_kvcache_space_gib + 2  # KV cache + ~2 GiB of weights/runtime for this model
-    try:
-        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
-        avail_gib = int(fields["MemAvailable"].split()[0]) / 1024 / 1024
-    except (OSError, KeyError, ValueError):
-        return None
-    if avail_gib < need_gib:
-        return (
-            f"only {avail_gib:.1f} GiB of memory is available; a second CPU instance needs about {need_gib} GiB "
-            f"(vllm.cpu_kvcache_space_gib {cfg.vllm.cpu_kvcache_space_gib} + 2). Lower cpu_kvcache_space_gib or free memory."
-        )
-    return None
 
 
 class Cutover:
@@ -113,6 +85,7 @@ class Cutover:
         dry_run: bool = False,
         on_step: Callable[[Step], None] | None = None,
         kind: str = "cutover",
+        host: HostOps | None = None,
     ):
         self.cfg = cfg
         self.target = target
@@ -121,7 +94,8 @@ class Cutover:
         self.dry_run = dry_run
         self.on_step = on_step or (lambda step: None)
         self.kind = kind
-        self.gateway = Gateway(cfg.gateway)
+        self._own_host = RealHost(cfg) if host is None else None  # closed at the end of run()
+        self.host: HostOps = host if host is not None else self._own_host
         self.state_dir = Path(cfg.paths.state_dir)
         self.result = CutoverResult(target=target, source=source)
 
@@ -142,12 +116,16 @@ class Cutover:
     # -- runbook ---------------------------------------------------------------------------
     def run(self) -> CutoverResult:
         self.cfg.instance(self.target)  # invalid port: usage error before the lock or anything else
-        with state.cutover_lock(self.state_dir, f"{self.kind} to {self.target}"):
-            return self._run_locked()
+        try:
+            with state.cutover_lock(self.state_dir, f"{self.kind} to {self.target}"):
+                return self._run_locked()
+        finally:
+            if self._own_host:
+                self._own_host.close()
 
     def _run_locked(self) -> CutoverResult:
         r = self.result
-        active = self.gateway.active_port()
+        active = self.host.active_port()
         source = self.source_arg if self.source_arg is not None else active
         r.source = source
         if active == self.target:
@@ -174,7 +152,7 @@ class Cutover:
             self._undo_step("undo: stop new", lambda: self._stop(self.target))
             return self._fail("aborted", exc)
 
-        previous_upstream = self.gateway.read_upstream()
+        previous_upstream = self.host.read_upstream()
         try:
             self._step("switch", self._switch)
             self._step("verify", self._verify)
@@ -184,7 +162,7 @@ class Cutover:
             self._undo_step("undo: stop new", lambda: self._stop(self.target))
             return self._fail("rolled-back", exc)
 
-        r.outcome, r.ok = "switched", True
+        r.outcome, r.ok, r.traffic = "switched", True, self.target
         self._follow_at_boot(source)
         if source is not None:
             self._retire(source)
@@ -192,24 +170,49 @@ class Cutover:
         return r
 
     def _fail(self, outcome: str, exc: Exception) -> CutoverResult:
-        self.result.outcome, self.result.ok, self.result.error = outcome, False, str(exc)
+        r = self.result
+        r.outcome, r.ok, r.error = outcome, False, str(exc)
+        r.traffic = self._serving_port()
+        r.where = self._where()
         self._record()
-        return self.result
+        return r
+
+    def _serving_port(self) -> int | None:
+        """The instance that answers /health through the gateway now (one request); None if none does."""
+        answer = self.host.gateway_health()
+        if answer is None or answer[0] != 200:
+            return None
+        port = answer[1].rpartition(":")[2]
+        return int(port) if port.isdigit() else None
+
+    def _where(self) -> str:
+        """Where traffic is after a failure, said only as far as the gateway showed it."""
+        r, source = self.result, self.result.source
+        if r.traffic is None:
+            return f"no instance serves through the gateway ({self.cfg.gateway.url}); check `ernie-ops status`"
+        if r.traffic == source and r.outcome == "aborted":
+            return f"the old instance {source} keeps serving"
+        if r.traffic == source:
+            return f"traffic was put back on the old instance {source}"
+        return f"the gateway is served by {r.traffic}; check `ernie-ops status`"
 
     # -- steps -----------------------------------------------------------------------------
     def _preflight(self, source: int | None) -> str:
-        problem = memory_budget_problem(self.cfg, source, self.target)
+        problem = self.host.memory_problem(source, self.target)
         if problem:
             raise CutoverFailed(f"memory budget: {problem}")
-        self.gateway.test()
+        self.host.nginx_test()
+        problem = self.host.nginx_problem()
+        if problem:
+            raise CutoverFailed(problem)
         plan = f"route {source} -> {self.target}" if source else f"route -> {self.target} (nothing routed now)"
-        return f"{plan}; nginx -t ok"
+        return f"{plan}; nginx -t ok, nginx runs"
 
     def _start_or_adopt(self) -> None:
         """A running, serving target is adopted; an abort stops the target either way (it gets no traffic)."""
-        if systemd.state(self.target).active == "active":
+        if self.host.unit_state(self.target) == "active":
             try:
-                probe.gate(probe.base_url(self.target), self.cfg.model.served_name, self.cfg.health)
+                self.host.gate(self.target)
                 self._step("start", lambda: f"adopted running {systemd.unit_name(self.target)} (already serving)")
                 return
             except ProbeFailed:
@@ -217,48 +220,44 @@ class Cutover:
         self._step("start", self._systemctl_start)
 
     def _systemctl_start(self) -> str:
-        systemd.start(self.target, timeout=self.t.start)
+        self.host.start(self.target, timeout=self.t.start)
         return f"{systemd.unit_name(self.target)} READY"
 
     def _gate(self) -> str:
-        g = probe.gate(probe.base_url(self.target), self.cfg.model.served_name, self.cfg.health)
+        g = self.host.gate(self.target)
         return f"/health ok, serves {self.cfg.model.served_name}, completion {g.finish_reason} in {g.seconds:.2f}s"
 
     def _switch(self) -> str:
-        self.gateway.switch(self.target)
+        self.host.switch(self.target)
         return f"upstream -> 127.0.0.1:{self.target}, nginx -t ok, reloaded"
 
     def _verify(self) -> str:
         """The gateway answers from the target several times in a row (old workers may answer briefly)."""
         want, streak, seen = f":{self.target}", 0, []
-        deadline = time.monotonic() + self.t.verify
-        with httpx.Client(timeout=5) as client:
-            while time.monotonic() < deadline:
-                try:
-                    resp = client.get(f"{self.cfg.gateway.url}/health")
-                    upstream = resp.headers.get(UPSTREAM_HEADER, "")
-                    seen.append(upstream)
-                    streak = streak + 1 if resp.status_code == 200 and upstream.endswith(want) else 0
-                except httpx.HTTPError:
-                    streak = 0
-                if streak >= 3:
-                    return f"gateway /health served by 127.0.0.1:{self.target}"
-                time.sleep(0.05)
+        deadline = self.host.monotonic() + self.t.verify
+        while self.host.monotonic() < deadline:
+            answer = self.host.gateway_health()
+            if answer is None:
+                streak = 0
+            else:
+                status, upstream = answer
+                seen.append(upstream)
+                streak = streak + 1 if status == 200 and upstream.endswith(want) else 0
+            if streak >= 3:
+                return f"gateway /health served by 127.0.0.1:{self.target}"
+            self.host.sleep(0.05)
         raise CutoverFailed(f"gateway did not route to {self.target} within {self.t.verify:.0f}s (last upstreams: {seen[-3:]})")
 
     def _drain(self, port: int) -> str:
-        base = probe.base_url(port)
-        deadline = time.monotonic() + self.t.drain
+        deadline = self.host.monotonic() + self.t.drain
         last = None
-        with httpx.Client() as client:
-            while time.monotonic() < deadline:
-                try:
-                    last = metrics.snapshot(base, client=client)
-                except httpx.HTTPError:
-                    return "old instance does not answer /metrics (already gone)"
-                if last.in_flight == 0:
-                    return f"{port}: 0 running, 0 waiting"
-                time.sleep(0.2)
+        while self.host.monotonic() < deadline:
+            last = self.host.metrics(port)
+            if last is None:
+                return "old instance does not answer /metrics (already gone)"
+            if last.in_flight == 0:
+                return f"{port}: 0 running, 0 waiting"
+            self.host.sleep(0.2)
         warning = (
             f"{port} still had {last.running:.0f} running + {last.waiting:.0f} waiting after {self.t.drain:.0f}s; "
             f"stopping it anyway (vLLM drains {self.cfg.vllm.shutdown_drain_seconds}s more)"
@@ -278,9 +277,9 @@ class Cutover:
         """The routed instance is the one enabled at boot; failures are warnings (traffic has moved)."""
 
         def enable() -> str:
-            systemd.set_enabled(self.target, True)
+            self.host.set_enabled(self.target, True)
             if source is not None and source != self.target:
-                systemd.set_enabled(source, False)
+                self.host.set_enabled(source, False)
             return f"{systemd.unit_name(self.target)} enabled" + (f", {systemd.unit_name(source)} disabled" if source else "")
 
         try:
@@ -289,7 +288,7 @@ class Cutover:
             self.result.warnings.append(f"boot state: {exc}")
 
     def _stop(self, port: int) -> str:
-        systemd.stop(port, timeout=self.t.stop)
+        self.host.stop(port, timeout=self.t.stop)
         return f"{systemd.unit_name(port)} stopped"
 
     def _record(self) -> None:
@@ -313,7 +312,7 @@ class Cutover:
 
     # -- undo ------------------------------------------------------------------------------
     def _restore(self, previous_text: str) -> str:
-        self.gateway.restore(previous_text)
+        self.host.restore(previous_text)
         return "previous upstream restored, nginx reloaded"
 
     def _undo_step(self, name: str, fn: Callable[[], str]) -> None:
@@ -324,8 +323,10 @@ class Cutover:
 
     # -- convergence -----------------------------------------------------------------------
     def _converge(self) -> CutoverResult:
-        """PORT is already routed: check it serves, make nginx really route there, retire leftovers."""
+        """PORT is already routed: check it serves, make nginx really route there, retire leftovers, and
+        write the record an interrupted cutover to PORT did not (the state file still names another port)."""
         r = self.result
+        before = state.load(self.state_dir)
         self._step("gate", self._gate)
         try:
             self._step("verify", self._verify)
@@ -336,27 +337,32 @@ class Cutover:
         leftovers = [
             i.port
             for i in self.cfg.instances
-            if i.port != self.target and systemd.state(i.port).active in ("active", "activating", "reloading")
+            if i.port != self.target and self.host.unit_state(i.port) in ("active", "activating", "reloading")
         ]
         for port in leftovers:
             self._retire(port)
-        r.source = leftovers[0] if leftovers else r.source
-        r.outcome = "converged" if leftovers or any(s.name == "switch" for s in r.steps) else "already-active"
-        r.ok = True
+        # killed after the switch but before its record (e.g. while stopping the old instance, which then
+        # stopped anyway): no leftover is running, and only the state file still knows where traffic came from
+        interrupted = before.active_port not in (None, self.target)
+        retired = leftovers[0] if leftovers else (before.active_port if interrupted else None)
+        reloaded = any(s.name == "switch" for s in r.steps)
+        r.outcome = "converged" if retired is not None or reloaded else "already-active"
+        r.ok, r.traffic = True, self.target
         if r.outcome == "converged":
-            self._follow_at_boot(leftovers[0] if leftovers else None)
+            r.source = retired if retired is not None else (before.previous_port if before.active_port == self.target else r.source)
+            self._follow_at_boot(retired)
             self._record()
         return r
 
     def _reload(self) -> str:
-        self.gateway.apply()
+        self.host.reload()
         return "upstream already names the target; nginx -t ok, reloaded"
 
 
 def rollback(cfg: Config, **kwargs: object) -> CutoverResult:
     """Back to the previous instance (from the state file, else the one other running instance)."""
-    gw = Gateway(cfg.gateway)
-    active = gw.active_port()
+    host = kwargs.get("host")
+    active = host.active_port() if host is not None else RealHost(cfg).active_port()
     previous = state.load(Path(cfg.paths.state_dir)).previous_port
     if previous is None or previous == active:
         others = [i.port for i in cfg.instances if i.port != active]

@@ -2,6 +2,9 @@
 
 Truth is read, not remembered: the routed port is whatever `upstream.conf` says. The file is
 replaced atomically (temp file + rename in the same dir), so nginx never reads half of it.
+
+Whether nginx runs is asked of the pid file of the configured nginx (`nginx -T`'s `pid`, else the
+built-in default), so it works for Debian's nginx.service and for a private-prefix nginx alike.
 """
 
 from __future__ import annotations
@@ -13,12 +16,17 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ernie_ops import systemd
 from ernie_ops.config import GatewayConfig
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.systemd import SystemdError
 
 SERVER_LINE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b([^;#]*);", re.M)
 UPSTREAM_HEADER = "x-ernie-upstream"  # set by nginx/ernie-ops.conf on every response: which instance answered
 HEADER = "# Written by `ernie-ops` (cutover / rollback) only; do not edit by hand.\n"
+PID_DIRECTIVE = re.compile(r"(?:^|[;{}])\s*pid\s+(\"[^\"]+\"|'[^']+'|[^\s;]+)\s*;", re.M)
+DEFAULT_PID_FILE = "/run/nginx.pid"
+NGINX_UNIT = "nginx.service"
 
 
 class GatewayError(ErnieOpsError):
@@ -29,6 +37,69 @@ def render_upstream(port: int, previous: int | None = None) -> str:
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     note = f"# active since {stamp}" + (f" (previous: {previous})" if previous else "") + "\n"
     return f"{HEADER}{note}server 127.0.0.1:{port} max_fails=0;\n"
+
+
+def pid_file_of(dump: str, build_info: str, nginx_args: list[str]) -> Path:
+    """The master's pid file: the `pid` directive in `nginx -T`'s dump, else `--pid-path` of `nginx -V`,
+    else /run/nginx.pid; a relative path is relative to the prefix (`-p`, else `--prefix`)."""
+    config_text = re.sub(r"#[^\n]*", "", dump)  # comments, including -T's "# configuration file X:" headers
+    m = PID_DIRECTIVE.search(config_text)
+    built = dict(re.findall(r"--([a-z-]+)=(\S+)", build_info))
+    path = m.group(1).strip("\"'") if m else built.get("pid-path", DEFAULT_PID_FILE)
+    if os.path.isabs(path):
+        return Path(path)
+    prefix = built.get("prefix", "/usr/share/nginx")
+    for i, arg in enumerate(nginx_args):
+        if arg == "-p" and i + 1 < len(nginx_args):
+            prefix = nginx_args[i + 1]
+        elif arg.startswith("-p") and len(arg) > 2:
+            prefix = arg[2:]
+    return Path(prefix) / path
+
+
+def is_nginx(pid: int) -> bool:
+    """A live process that is an nginx (not a stale pid file's number now used by another program)."""
+    if pid <= 0:
+        return False
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: existence only
+        return _exists(pid)
+    # the master's title is "nginx: master process /usr/sbin/nginx ..."; without a master, argv[0] is the binary
+    return argv0.startswith(b"nginx:") or os.path.basename(argv0.split(b" ")[0]) == b"nginx"
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def systemd_master(pid_file: Path, unit: str = NGINX_UNIT) -> int | None:
+    """The main pid of an active nginx.service whose PIDFile is `pid_file`: the master runs even when its
+    pid file went missing (then `nginx -s reload` fails later, at the switch, which rolls back)."""
+    try:
+        values = systemd.show(unit, "ActiveState", "MainPID", "PIDFile")
+    except SystemdError:  # no systemd, or no such unit: nothing more to learn
+        return None
+    pid = int(values["MainPID"]) if values.get("MainPID", "").isdigit() else 0
+    same_file = bool(values.get("PIDFile")) and os.path.realpath(values["PIDFile"]) == os.path.realpath(pid_file)
+    if values.get("ActiveState") == "active" and same_file and is_nginx(pid):
+        return pid
+    return None
 
 
 def parse_ports(text: str) -> list[int]:
@@ -72,6 +143,27 @@ class Gateway:
         r = self._nginx("-t")
         if r.returncode != 0:
             raise GatewayError(f"nginx -t failed: {_last_lines(r.stderr)}")
+
+    def pid_file(self) -> Path:
+        """Where the configured nginx's master writes its pid (see `pid_file_of`)."""
+        dump = self._nginx("-T")
+        if dump.returncode != 0:
+            raise GatewayError(f"nginx -T failed: {_last_lines(dump.stderr)}")
+        build = self._nginx("-V")  # prints to stderr
+        return pid_file_of(dump.stdout, build.stderr + build.stdout, list(self.cfg.nginx_args))
+
+    def master_problem(self) -> str | None:
+        """None when the configured nginx's master process runs; else the sentence saying so and what to do."""
+        pid_file = self.pid_file()
+        pid = read_pid(pid_file)
+        if pid is not None and is_nginx(pid):
+            return None
+        if systemd_master(pid_file) is not None:
+            return None
+        return (
+            f"nginx is not running (no master process for pid file {pid_file}); start it (systemctl start nginx) and rerun; "
+            "nothing was changed"
+        )
 
     def reload(self) -> None:
         """Graceful reload: in-flight requests finish on the old workers."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import bench, config, cutover, gateway, metrics, state
+from ernie_ops import bench, config, cutover, gateway, hostops, metrics, state
 from ernie_ops.errors import UsageError
 
 METRICS = """\
@@ -85,24 +85,24 @@ def test_two_instances_at_092_on_one_gpu_are_refused_with_numbers_and_a_fix():
     cfg = config.parse(
         "vllm:\n  accelerator: gpu\n  gpu_memory_utilization: 0.92\ninstances:\n  - port: 8000\n    gpu: 0\n  - port: 8001\n    gpu: 0\n"
     )
-    problem = cutover.memory_budget_problem(cfg, 8000, 8001)
+    problem = hostops.memory_budget_problem(cfg, 8000, 8001)
     assert "1.84" in problem and "gpu_memory_utilization <= 0.47" in problem and "another GPU" in problem
     other = config.parse(
         "vllm:\n  accelerator: gpu\n  gpu_memory_utilization: 0.92\ninstances:\n  - port: 8000\n    gpu: 0\n  - port: 8001\n    gpu: 1\n"
     )
-    assert cutover.memory_budget_problem(other, 8000, 8001) is None
+    assert hostops.memory_budget_problem(other, 8000, 8001) is None
     small = config.parse("vllm:\n  accelerator: gpu\n  gpu_memory_utilization: 0.45\n")
-    assert cutover.memory_budget_problem(small, 8000, 8001) is None
-    assert cutover.memory_budget_problem(cfg, None, 8001) is None  # nothing running: nothing to share
+    assert hostops.memory_budget_problem(small, 8000, 8001) is None
+    assert hostops.memory_budget_problem(cfg, None, 8001) is None  # nothing running: nothing to share
 
 
 def test_cpu_budget_reads_available_memory(tmp_path):
     cfg = config.parse("vllm:\n  accelerator: cpu\n  cpu_kvcache_space_gib: 4\n")
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 25000000 kB\nMemAvailable: 3000000 kB\n")
-    assert "2.9 GiB" in cutover.memory_budget_problem(cfg, 8000, 8001, meminfo)
+    assert "2.9 GiB" in hostops.memory_budget_problem(cfg, 8000, 8001, meminfo)
     meminfo.write_text("MemAvailable: 20000000 kB\n")
-    assert cutover.memory_budget_problem(cfg, 8000, 8001, meminfo) is None
+    assert hostops.memory_budget_problem(cfg, 8000, 8001, meminfo) is None
 
 
 def _hold_lock(state_dir: str, ready) -> None:
@@ -156,21 +156,34 @@ def test_bench_summary_counts_retries_cuts_and_port_mix():
     assert r.ttft_p50 in (0.01, 0.03) and r.errors == {"cut: ReadError": 1}
 
 
-def _dry_cfg(tmp_path: Path) -> config.Config:
-    up = tmp_path / "upstream.conf"
-    up.write_text(gateway.render_upstream(8000))
-    return config.parse(
-        f"vllm:\n  accelerator: cpu\n  cpu_kvcache_space_gib: 1\ngateway:\n  upstream_file: {up}\n  nginx_binary: /bin/true\n"
-        f"paths:\n  state_dir: {tmp_path / 'state'}\n"
-    )
+DEBIAN_DUMP = """\
+# configuration file /etc/nginx/nginx.conf:
+user www-data;
+worker_processes auto;
+pid /run/nginx.pid;
+include /etc/nginx/modules-enabled/*.conf;
+# configuration file /etc/nginx/conf.d/ernie-ops.conf:
+log_format ernie_ops '$remote_addr $pid $upstream_addr';
+"""
+BUILD = "nginx version: nginx/1.22.1\nconfigure arguments: --with-cc-opt='-g -O2' --prefix=/usr/share/nginx --pid-path=/run/nginx.pid"
 
 
-def test_dry_run_runs_only_the_preflight_and_changes_nothing(tmp_path):
-    cfg = _dry_cfg(tmp_path)
-    before = (tmp_path / "upstream.conf").read_text()
-    res = cutover.Cutover(cfg, 8001, dry_run=True).run()
-    assert res.ok and res.outcome == "dry-run" and [s.name for s in res.steps] == ["preflight"]
-    assert "route 8000 -> 8001" in res.steps[0].detail
-    assert (tmp_path / "upstream.conf").read_text() == before
-    same = cutover.Cutover(cfg, 8000, dry_run=True).run()  # already routed: not even a probe
-    assert same.ok and same.outcome == "dry-run" and same.steps == []
+def test_nginx_pid_file_comes_from_the_config_then_the_build_then_the_default():
+    assert gateway.pid_file_of(DEBIAN_DUMP, BUILD, []) == Path("/run/nginx.pid")
+    harness = "# configuration file /p/conf/nginx.conf:\ndaemon off;\n# pid /wrong.pid;\npid logs/nginx.pid;\n"
+    assert gateway.pid_file_of(harness, BUILD, ["-p", "/p/", "-c", "conf/nginx.conf"]) == Path("/p/logs/nginx.pid")
+    assert gateway.pid_file_of('events { } pid  "/var/run/n.pid" ;', BUILD, ["-p/q/"]) == Path("/var/run/n.pid")
+    assert gateway.pid_file_of("worker_processes 1;", BUILD, []) == Path("/run/nginx.pid")  # built-in default
+    assert gateway.pid_file_of("worker_processes 1;", "--prefix=/opt/ng --pid-path=logs/ng.pid", []) == Path("/opt/ng/logs/ng.pid")
+    assert gateway.pid_file_of("", "", []) == Path("/run/nginx.pid")
+
+
+def test_a_stale_pid_file_is_not_a_running_nginx(tmp_path):
+    pid_file = tmp_path / "nginx.pid"
+    assert gateway.read_pid(pid_file) is None  # missing
+    pid_file.write_text("garbage\n")
+    assert gateway.read_pid(pid_file) is None
+    pid_file.write_text(f"{os.getpid()}\n")
+    assert gateway.read_pid(pid_file) == os.getpid()
+    assert not gateway.is_nginx(os.getpid())  # alive, but pytest, not nginx (a recycled pid)
+    assert not gateway.is_nginx(0) and not gateway.is_nginx(2**22 + 1)  # above pid_max: no such process
