@@ -1,7 +1,8 @@
 """Bad variables and bad weights fail site.yml with a clear message before anything changes.
 
-One fresh sandboxed host; every run stops in ernie_preflight (or, for the checksum case, in
-ernie_model before `current` exists), so each takes seconds. The GPU cases put a stub `nvidia-smi`
+One fresh sandboxed host; every run stops in ernie_preflight, at the check of the role that owns
+the wrong input (or, for the checksum case, in ernie_model before `current` exists), so each takes
+seconds. The GPU cases put a stub `nvidia-smi`
 on the host: there is no GPU on these machines, and the stub is the only way to show the driver check.
 """
 
@@ -31,7 +32,9 @@ def fleet(tiny_model_dir):
         f.down()
 
 
-def _fails_in_preflight_untouched(fleet, *args: str, **overrides) -> str:
+def _fails_in_preflight_untouched(fleet, *args: str, owner: str = "ernie_preflight", **overrides) -> str:
+    """The check that fails belongs to `owner`, the role whose input is wrong (its tasks/preflight.yml,
+    run by ernie_preflight before any role changes the host)."""
     run = fleet.playbook("site.yml", *args, **overrides)
     recap = run.recap()["ans-bad"]
     assert run.rc != 0 and recap["failed"] == 1, run.output[-4000:]
@@ -39,7 +42,7 @@ def _fails_in_preflight_untouched(fleet, *args: str, **overrides) -> str:
     sb = fleet.hosts["ans-bad"]
     assert sb.run("test -e /opt/ernie-ops || test -e /etc/ernie-ops || test -e /srv/models/ernie-tiny", check=False).returncode == 1
     failed_task = [line for line in run.output.splitlines() if line.startswith("TASK [")][-1]
-    assert "ernie_preflight" in failed_task, failed_task
+    assert f"[{owner} : " in failed_task, failed_task
     return run.output
 
 
@@ -49,12 +52,13 @@ def test_unknown_accelerator_is_refused(fleet):
 
 
 def test_missing_model_source_is_refused(fleet):
-    out = _fails_in_preflight_untouched(fleet, ernie_model_source={"type": "path", "path": "/srv/seed/nowhere"})
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_model", ernie_model_source={"type": "path", "path": "/srv/seed/nowhere"})
     assert "ernie_model_source.path /srv/seed/nowhere is not a directory on ans-bad" in out
 
 
 def test_unpinned_hub_revision_is_refused(fleet):
-    out = _fails_in_preflight_untouched(fleet, ernie_model_source={"type": "hub", "repo": "baidu/ERNIE-4.5-0.3B-PT", "revision": "main"})
+    source = {"type": "hub", "repo": "baidu/ERNIE-4.5-0.3B-PT", "revision": "main"}
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_model", ernie_model_source=source)
     assert "ernie_model_source is incomplete" in out and "must be a commit id" in out
 
 
@@ -62,10 +66,10 @@ def test_full_model_disk_is_refused(fleet):
     sb = fleet.hosts["ans-bad"]
     sb.run("mkdir -p /srv/full && mount -t tmpfs -o size=1m tmpfs /srv/full")
     try:
-        out = _fails_in_preflight_untouched(fleet, ernie_model_root="/srv/full/ernie-tiny")
+        out = _fails_in_preflight_untouched(fleet, owner="ernie_model", ernie_model_root="/srv/full/ernie-tiny")
     finally:
         sb.run("umount /srv/full && rmdir /srv/full")
-    assert "/srv/full/ernie-tiny has 0.0 GB free" in out and "ernie_preflight_min_free_gb" in out
+    assert "/srv/full/ernie-tiny has 0.0 GB free" in out and "ernie_model_min_free_gb" in out
 
 
 def test_driver_too_old_for_the_pinned_vllm_is_refused(fleet):
@@ -93,14 +97,37 @@ def test_weights_with_a_wrong_checksum_never_become_current(fleet):
     assert sb.run("test -d /srv/models/ernie-tiny/.staging-tiny-v1").returncode == 0  # kept for inspection
 
 
+def test_a_source_key_the_role_does_not_know_is_refused_by_its_argument_spec(fleet):
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_model", ernie_model_source={"type": "path", "path": "/srv/seed", "pth": "x"})
+    assert "pth" in out and "ernie_model_source" in out
+
+
+def test_duplicate_instance_ports_are_refused_by_the_role_that_owns_them(fleet):
+    instances = [{"port": 8000, "cpu_cores": "0"}, {"port": 8000, "cpu_cores": "1"}]
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_ops", ernie_ops_instances=instances)
+    assert "unique ports" in out
+
+
+def test_the_gateway_alone_on_a_host_without_ernie_ops_says_what_to_run(fleet):
+    """`--tags nginx` alone, local mode, where ernie-ops was never installed: the route has no owner."""
+    run = fleet.playbook("site.yml", "--tags", "nginx")
+    assert run.rc != 0, run.output[-4000:]
+    assert "/opt/ernie-ops/venv/bin/ernie-ops is not installed on ans-bad" in run.output and "Nothing was changed" in run.output
+    assert fleet.hosts["ans-bad"].run("test -e /etc/nginx/ernie-ops", check=False).returncode == 1
+
+
+EDGE = {"ernie_nginx_mode": "edge", "ernie_nginx_edge_backends": ["127.0.0.1:8000"]}
+
+
 def test_gateway_config_nginx_rejects_is_rolled_back_and_nginx_keeps_serving(fleet):
-    """Past preflight: a value only `nginx -t` can judge. The previous files come back, nothing reloads."""
+    """Past preflight: a value only `nginx -t` can judge. The previous files come back, nothing reloads.
+    (An edge gateway: this host has no ernie-ops to own a local route.)"""
     sb = fleet.hosts["ans-bad"]
-    good = fleet.playbook("site.yml", "--tags", "nginx")
+    good = fleet.playbook("site.yml", "--tags", "nginx", **EDGE)
     assert good.rc == 0, good.output[-4000:]
     before = sb.run("cat /etc/nginx/ernie-ops/metrics-allow.conf").stdout
     master = sb.show("nginx.service", "MainPID")
-    bad = fleet.playbook("site.yml", "--tags", "nginx", ernie_nginx_metrics_allow=["127.0.0.1", "999.1.1.1"])
+    bad = fleet.playbook("site.yml", "--tags", "nginx", ernie_nginx_metrics_allow=["127.0.0.1", "999.1.1.1"], **EDGE)
     assert bad.rc != 0, bad.output[-4000:]
     assert "nginx -t rejected the new gateway configuration; the previous files are back" in bad.output
     assert "999.1.1.1" in bad.output  # nginx's own words name the bad value

@@ -41,7 +41,7 @@ def host_vars(model_version: str = "tiny-v1") -> dict:
         "ansible_python_interpreter": "/usr/bin/python3",
         "ansible_become": False,  # nsenter already runs as root inside; the hosts have no sudo
         "ernie_preflight_accelerator": "cpu",
-        "ernie_preflight_min_free_gb": 1,
+        "ernie_model_min_free_gb": 1,
         "ernie_vllm_pip_extra_args": "--no-index --find-links /srv/wheelhouse",
         "ernie_model_root": "/srv/models/ernie-tiny",
         "ernie_model_source": {"type": "path", "path": SEED_INSIDE},
