@@ -3,7 +3,8 @@
 The launcher, the CLI and the chat app all read this file through `load()`. Every problem is
 reported at once with file, line, field, bad value and what is allowed, because an operator
 fixing a config at 3 a.m. should not have to run the check five times. Unknown keys are
-errors: a typo such as `max_model_length` must not silently fall back to a default.
+errors: a typo such as `max_model_length` must not silently fall back to a default, and a key
+given twice (two `model:` sections) is an error naming both lines, never a silent override.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ernie_ops import yamlfile
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
 
 DEFAULT_PATH = "/etc/ernie-ops/ernie.yaml"
@@ -77,6 +79,35 @@ class InstanceConfig(_Section):
     port: int = Field(ge=1024, le=65535)
     gpu: int | None = Field(None, ge=0, le=63)
     cpu_cores: str | None = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+    @field_validator("cpu_cores")
+    @classmethod
+    def _ranges_ascend(cls, value: str | None) -> str | None:
+        for part in (value or "").split(","):
+            first, _, last = part.partition("-")
+            if last and int(last) < int(first):
+                raise ValueError(f"range {part} is reversed (it names no core); write {last}-{first}")
+        return value
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """ "0-3,6" -> {0, 1, 2, 3, 6} (the format of instances[].cpu_cores and of Linux's cpu lists)"""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
+
+
+def _cpu_list_text(cpus: set[int] | frozenset[int]) -> str:
+    """{0, 1, 2, 5} -> "0-2,5" """
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 class PathsConfig(_Section):
@@ -246,31 +277,30 @@ def load(path: str | None = None) -> Config:
 def parse(text: str, source: str = "<string>") -> Config:
     """Validate YAML text against the schema; the text-level half of `load`, for tests and tools."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        doc = yamlfile.load(text)
+    except yamlfile.DuplicateKeyError as exc:
+        raise ConfigError([ConfigProblem(source, d.line, d.field, MISSING, d.advice) for d in exc.duplicates]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
         raise ConfigError([ConfigProblem(source, line, "(yaml)", MISSING, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
-    if data is None:
-        data = {}
+    data, lines = ({} if doc.data is None else doc.data), doc.lines
     if not isinstance(data, dict):
         raise ConfigError([ConfigProblem(source, 1, "(top level)", data, "must be a mapping of sections: " + _allowed(Config))])
-    lines = _line_index(node) if node is not None else {}
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
         problems = [_problem(err, data, lines, source) for err in exc.errors()]
         raise ConfigError(sorted(problems, key=lambda p: p.line or 0)) from None
-    problems = [_located(path, message, data, lines, source) for path, message in _cross_checks(cfg)]
+    problems = [_located(path, message, data, lines, source) for path, message in _cross_checks(cfg, lines)]
     if problems:
         raise ConfigError(sorted(problems, key=lambda p: p.line or 0))
     return cfg
 
 
-def _cross_checks(cfg: Config) -> list[tuple[tuple, str]]:
+def _cross_checks(cfg: Config, lines: dict[tuple, int] | None = None) -> list[tuple[tuple, str]]:
     """Rules that span fields or sections, as (key path, message): pydantic checks one field at a time."""
-    out: list[tuple[tuple, str]] = []
+    out: list[tuple[tuple, str]] = _core_checks(cfg, lines or {})
     chat = cfg.chat
     room = cfg.vllm.max_model_len - chat.max_tokens - chat.margin_tokens
     if room < 16:
@@ -302,24 +332,56 @@ def _cross_checks(cfg: Config) -> list[tuple[tuple, str]]:
     return out
 
 
+def _core_checks(cfg: Config, lines: dict[tuple, int]) -> list[tuple[tuple, str]]:
+    """CPU instances must not share cores: one bound to its neighbour's cores never becomes ready beside it (measured).
+
+    Only explicit `cpu_cores` can be compared here. The default split (`engine.cpu_cores_for`: instance
+    k of n gets the k-th 1/n of the host's cores) knows nothing of named cores, so whether it overlaps
+    them depends on the host's core count: named on some instances and not on others is refused too.
+    "auto" is checked like "cpu": cpu_cores only matter on CPU, so naming overlapping ones is a mistake anyway.
+    """
+    if cfg.vllm.accelerator == "gpu":
+        return []
+    named = [(i, inst, parse_cpu_list(inst.cpu_cores)) for i, inst in enumerate(cfg.instances) if inst.cpu_cores]
+    if not named:
+        return []
+
+    def where(i: int) -> str:
+        line = lines.get(("instances", i, "cpu_cores")) or lines.get(("instances", i))
+        return f"instances[{i}], port {cfg.instances[i].port}" + (f", line {line}" if line else "")
+
+    gpu_hint = "; on a GPU host set vllm.accelerator: gpu (cpu_cores are not used there)" if cfg.vllm.accelerator == "auto" else ""
+    out: list[tuple[tuple, str]] = []
+    for n, (i, inst, cores) in enumerate(named):
+        for j, other, other_cores in named[:n]:
+            shared = cores & other_cores
+            if shared:
+                out.append(
+                    (
+                        ("instances", i, "cpu_cores"),
+                        f"instance {inst.port} shares core(s) {_cpu_list_text(shared)} with instance {other.port} "
+                        f"({where(j)}, cpu_cores '{other.cpu_cores}'): on CPU an instance bound to its neighbour's cores "
+                        f"never becomes ready beside it; give each instance its own cores{gpu_hint}",
+                    )
+                )
+    first = named[0]
+    for i, inst in enumerate(cfg.instances):
+        if not inst.cpu_cores:
+            out.append(
+                (
+                    ("instances", i, "cpu_cores"),
+                    f"not set for instance {inst.port}, but instance {first[1].port} ({where(first[0])}) names cores "
+                    f"'{first[1].cpu_cores}': the default split of the host's cores ignores named cores and can overlap them; "
+                    f"set cpu_cores on every instance, or on none{gpu_hint}",
+                )
+            )
+    return out
+
+
 def _located(path: tuple, message: str, data: dict, lines: dict[tuple, int], source: str) -> ConfigProblem:
-    field = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+    field = yamlfile.dotted(path)
     line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
     return ConfigProblem(source, line, field, _lookup(data, path), message)
-
-
-def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
-    """Map each key path (('vllm', 'dtype'), ('instances', 0, 'port')) to its 1-based line."""
-    index = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            sub = _line_index(value_node, (*path, key_node.value))
-            sub[(*path, key_node.value)] = key_node.start_mark.line + 1
-            index.update(sub)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            index.update(_line_index(item, (*path, i)))
-    return index
 
 
 def _data_path(loc: tuple) -> tuple:
@@ -368,7 +430,7 @@ def _allowed(model: type[BaseModel]) -> str:
 
 def _problem(err: dict, data: dict, lines: dict[tuple, int], source: str) -> ConfigProblem:
     path = _data_path(tuple(err["loc"]))
-    field = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[") or "(top level)"
+    field = yamlfile.dotted(path) or "(top level)"
     line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
     value = _lookup(data, path)
     kind = err["type"]

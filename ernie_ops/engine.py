@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ernie_ops.config import Config
+from ernie_ops.config import Config, parse_cpu_list  # parse_cpu_list: also engine.parse_cpu_list
 
 LISTEN_HOST = "127.0.0.1"  # instances are reached only through nginx on the same host
 
@@ -86,15 +86,6 @@ def cpu_cores_for(cfg: Config, port: int, ncpu: int | None = None) -> str:
     first = (idx * share) % ncpu
     last = min(first + share, ncpu) - 1
     return str(first) if first == last else f"{first}-{last}"
-
-
-def parse_cpu_list(text: str) -> frozenset[int]:
-    """ "0-3,6" -> {0, 1, 2, 3, 6}"""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return frozenset(cpus)
 
 
 def build_command(

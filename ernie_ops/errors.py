@@ -33,8 +33,8 @@ class ConfigProblem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        shown = "(missing)" if self.value is _MISSING else repr(self.value)
-        return f"{where}: {self.field} = {shown}: {self.message}"
+        shown = "" if self.value is _MISSING else f" = {self.value!r}"
+        return f"{where}: {self.field}{shown}: {self.message}"
 
 
 class _Missing:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from ernie_ops import yamlfile
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
 
 NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
@@ -74,20 +75,21 @@ def load(path: str) -> dict[str, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(path, None, "(file)", MISSING, f"cannot be read: {exc}")]) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        doc = yamlfile.load(text)
+    except yamlfile.DuplicateKeyError as exc:
+        raise ConfigError([ConfigProblem(path, d.line, d.field, MISSING, d.advice) for d in exc.duplicates]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError([ConfigProblem(path, mark.line + 1 if mark else None, "(yaml)", MISSING, "not valid YAML")]) from None
+    data = doc.data
     if data is None:
         return {}
     if not isinstance(data, dict) or set(data) - {"users"} or not isinstance(data.get("users") or {}, dict):
         raise ConfigError([ConfigProblem(path, 1, "(top level)", MISSING, "must be a mapping `users: {NAME: HASH}`")])
-    lines = {k.value: k.start_mark.line + 1 for k, _ in _users_node(node)}
     users: dict[str, str] = {}
     problems = []
     for name, stored in (data.get("users") or {}).items():
-        where = lines.get(str(name))
+        where = doc.lines.get(("users", str(name)))
         if not isinstance(name, str) or not NAME.match(name):
             problems.append(ConfigProblem(path, where, "users", name, "a user name is 1-64 of A-Z a-z 0-9 . _ @ -"))
             continue
@@ -102,14 +104,6 @@ def load(path: str) -> dict[str, str]:
     if problems:
         raise ConfigError(problems)
     return users
-
-
-def _users_node(node: yaml.Node | None) -> list:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if key.value == "users" and isinstance(value, yaml.MappingNode):
-                return value.value
-    return []
 
 
 def authenticate(path: str, name: str, password: str) -> bool:

@@ -77,6 +77,19 @@ def test_broken_files_name_file_line_and_user(tmp_path):
     assert users.load(str(_write(tmp_path / "empty.yaml", ""))) == {}
 
 
+def test_a_user_listed_twice_is_refused_naming_both_lines(tmp_path):
+    good, other = users.hash_password("pass-word-1"), users.hash_password("pass-word-2")
+    # PyYAML alone kept the second hash: the password that worked depended on which line came last
+    (p,) = problems(tmp_path, f"users:\n  alice: {good}\n  bob: {good}\n  alice: {other}\n")
+    assert str(p) == f"{tmp_path / 'u.yaml'}:4: users.alice: duplicate key; first at line 2; keep only one of them"
+    (p,) = problems(tmp_path, f"users:\n  alice: {good}\nusers:\n  bob: {other}\n")
+    assert (p.line, p.field) == (3, "users") and "first at line 1; merge the two sections" in p.message
+    path = _write(tmp_path / "u.yaml", f"users:\n  alice: {good}\n  alice: {other}\n")
+    with pytest.raises(ConfigError, match="duplicate key"):
+        users.add(str(path), "carol", "pass-word-3")  # not rewritten with one of the two silently dropped
+    assert path.read_text().count("alice") == 2
+
+
 def _write(path, text):
     path.write_text(text)
     return path

@@ -59,6 +59,103 @@ def test_yaml_syntax_error_names_the_line():
     assert p.field == "(yaml)" and p.line is not None and "not valid YAML" in p.message
 
 
+def test_a_repeated_section_is_refused_naming_both_lines():
+    text = "model:\n  served_name: a\nvllm:\n  dtype: auto\nmodel:\n  path: /srv/m\n"
+    (p,) = problems(text)
+    assert (p.line, p.field) == (5, "model")
+    assert str(p) == "ernie.yaml:5: model: duplicate key; first at line 1; merge the two sections"
+
+
+def test_repeated_keys_at_any_depth_are_all_reported():
+    text = (
+        "instances:\n"
+        "  - port: 8000\n"  # line 2
+        "    port: 8001\n"  # line 3: two ports in one instance
+        "    gpu: 0\n"
+        "vllm:\n"
+        "  env: {A: '1', A: '2'}\n"  # line 6: flow mapping
+        "  dtype: auto\n"
+        "  dtype: float16\n"  # line 8
+    )
+    found = [str(p) for p in problems(text)]
+    assert found == [
+        "ernie.yaml:3: instances[0].port: duplicate key; first at line 2; keep only one of them",
+        "ernie.yaml:6: vllm.env.A: duplicate key; first at line 6; keep only one of them",
+        "ernie.yaml:8: vllm.dtype: duplicate key; first at line 7; keep only one of them",
+    ]
+
+
+def test_a_duplicate_inside_a_list_item_of_a_scenario_is_found():
+    text = (
+        "chat:\n"
+        "  scenarios:\n"
+        "    - name: a\n"
+        "      system_prompt: x\n"
+        "      fields:\n"
+        "        - name: phone\n"  # line 6
+        "          label: p\n"
+        "          name: tel\n"  # line 8
+    )
+    (p,) = problems(text)
+    assert (p.line, p.field) == (8, "chat.scenarios[0].fields[0].name") and "first at line 6" in p.message
+
+
+def test_a_key_merged_in_with_yaml_merge_may_be_overridden():
+    cfg = config.parse("vllm:\n  <<: {dtype: float16, max_num_seqs: 4}\n  dtype: auto\n", "ernie.yaml")
+    assert (cfg.vllm.dtype, cfg.vllm.max_num_seqs) == ("auto", 4)
+
+
+def test_cpu_instances_on_shared_cores_are_refused_naming_both():
+    text = (
+        "vllm:\n"
+        "  accelerator: cpu\n"
+        "instances:\n"
+        "  - port: 8000\n"
+        "    cpu_cores: '0-1'\n"  # line 5
+        "  - port: 8001\n"
+        "    cpu_cores: '1,3'\n"  # line 7
+        "  - port: 8002\n"
+        "    cpu_cores: '2-3'\n"  # line 9
+    )
+    found = problems(text)
+    assert [(p.line, p.field, p.value) for p in found] == [
+        (7, "instances[1].cpu_cores", "1,3"),
+        (9, "instances[2].cpu_cores", "2-3"),
+    ]
+    first, second = found
+    assert "instance 8001 shares core(s) 1 with instance 8000 (instances[0], port 8000, line 5, cpu_cores '0-1')" in first.message
+    assert "never becomes ready" in first.message and "give each instance its own cores" in first.message
+    assert "shares core(s) 3 with instance 8001 (instances[1], port 8001, line 7" in second.message
+
+
+def test_disjoint_cores_gpu_hosts_and_the_default_split_are_accepted():
+    two = "instances:\n  - port: 8000\n    cpu_cores: '{}'\n  - port: 8001\n    cpu_cores: '{}'\n"
+    assert config.parse("vllm: {accelerator: cpu}\n" + two.format("0-1", "2-3"), "e.yaml")
+    assert config.parse("vllm: {accelerator: gpu}\n" + two.format("0", "0"), "e.yaml")  # cores are not used on GPU
+    assert config.parse("vllm: {accelerator: cpu}\n", "e.yaml")  # neither names cores: engine splits them
+    (p,) = problems("vllm: {accelerator: auto}\n" + two.format("0-3", "3-4"))  # auto: checked like cpu
+    assert "shares core(s) 3" in p.message and "set vllm.accelerator: gpu" in p.message
+
+
+def test_named_cores_on_some_cpu_instances_only_are_refused():
+    # engine.cpu_cores_for gives an unnamed instance the k-th 1/n of the host's cores whatever the others
+    # name: here 8001 would get core 1 on a 2-core host (shared with 8000), 2-3 on a 4-core one.
+    (p,) = problems("vllm: {accelerator: cpu}\ninstances:\n  - port: 8000\n    cpu_cores: '0-1'\n  - port: 8001\n")
+    assert (p.line, p.field) == (5, "instances[1].cpu_cores")
+    assert "not set for instance 8001, but instance 8000 (instances[0], port 8000, line 4) names cores '0-1'" in p.message
+    assert "set cpu_cores on every instance, or on none" in p.message
+
+
+def test_a_reversed_core_range_is_refused():
+    (p,) = problems("instances:\n  - port: 8000\n    cpu_cores: '3-1'\n")
+    assert (p.line, p.value) == (3, "3-1") and "range 3-1 is reversed" in p.message and "write 1-3" in p.message
+
+
+def test_cpu_lists_parse_and_print():
+    assert config.parse_cpu_list("0-3,6") == frozenset({0, 1, 2, 3, 6})
+    assert config._cpu_list_text({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+
+
 def test_top_level_must_be_a_mapping():
     (p,) = problems("- a\n- b\n")
     assert "must be a mapping" in p.message
