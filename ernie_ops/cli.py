@@ -260,6 +260,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         out_console.print(part)
     for p in st.problems:
         err_console.print(f"[red]problem:[/] {p}", soft_wrap=True)
+    for w in st.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     return EXIT_OK if st.ok else EXIT_FAILED
 
 

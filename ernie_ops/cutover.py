@@ -303,12 +303,13 @@ class Cutover:
         }
         try:
             if r.ok:
-                state.record(self.state_dir, entry, active_port=r.target, previous_port=r.source if r.source != r.target else None)
+                st = state.record(self.state_dir, entry, active_port=r.target, previous_port=r.source if r.source != r.target else None)
             else:
                 old = state.load(self.state_dir)
-                state.record(self.state_dir, entry, active_port=old.active_port, previous_port=old.previous_port)
-        except OSError as exc:
-            r.warnings.append(f"could not write the state file in {self.state_dir}: {exc}")
+                st = state.record(self.state_dir, entry, active_port=old.active_port, previous_port=old.previous_port)
+            r.warnings.extend(st.warnings)  # a corrupt state file kept aside
+        except state.StateDirError as exc:
+            r.warnings.append(f"the history was not recorded: {exc}")
 
     # -- undo ------------------------------------------------------------------------------
     def _restore(self, previous_text: str) -> str:

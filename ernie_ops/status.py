@@ -40,6 +40,7 @@ class Status:
     instances: list[InstanceStatus] = field(default_factory=list)
     last_change: dict | None = None
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # not about serving (e.g. a corrupt state file): ok stays true
 
     @property
     def ok(self) -> bool:
@@ -119,5 +120,6 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
             problems.append(f"routed instance {inst.port} is not healthy (unit {inst.unit})")
         if inst.model_ok is False:
             problems.append(f"{inst.port} does not serve {cfg.model.served_name}")
-    history = state.load(Path(cfg.paths.state_dir)).history
-    return Status(cfg.gateway.url, routed, live, code, instances, history[-1] if history else None, problems)
+    saved = state.load(Path(cfg.paths.state_dir))
+    last = saved.history[-1] if saved.history else None
+    return Status(cfg.gateway.url, routed, live, code, instances, last, problems, warnings=saved.warnings)
