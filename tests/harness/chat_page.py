@@ -48,9 +48,11 @@ class ChatPage:
     def __init__(self, page, base_url: str, shots: Path):
         self.page, self.base_url, self.shots = page, base_url, shots
         self._frames: list[str] = []
+        self.sockets = 0  # websockets this page opened (a reconnect after a server restart opens one more)
         page.on("websocket", self._on_socket)
 
     def _on_socket(self, ws) -> None:
+        self.sockets += 1
         self._frames.clear()
         ws.on("framereceived", lambda payload: self._frames.append(payload if isinstance(payload, str) else ""))
 

@@ -92,6 +92,7 @@ class Fleet:
         if not WHEELHOUSE.is_dir():
             raise RuntimeError(f"no wheelhouse at {WHEELHOUSE}: run `make wheelhouse` (part of `make test`)")
         self.hosts: dict[str, sandbox.Sandbox] = {}
+        self.vars: dict[str, object] = {}  # inventory variables of every run (a test's overrides win)
         self.workdir = Path(f"/var/tmp/ernie-ops-ansible-{os.getpid()}-{'-'.join(names)}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): SEED_INSIDE, **(extra_ro or {})}
@@ -111,7 +112,7 @@ class Fleet:
             # so parallel starts do not queue on core 0 (measured: 129 s vs ~60 s for two hosts)
             first, second = str(i % 2), str((i + 1) % 2)
             instances = [{"port": 8000, "cpu_cores": first}, {"port": 8001, "cpu_cores": second}]
-            hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **overrides}
+            hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **self.vars, **overrides}
         path = self.workdir / "hosts.yml"
         path.write_text(yaml.safe_dump({"ernie_inference": {"hosts": hosts}}, sort_keys=False))
         return path
