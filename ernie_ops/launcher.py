@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import sdnotify
 
-from ernie_ops import engine, probe, procs
+from ernie_ops import engine, enginelog, manifest, probe, procs
 from ernie_ops.config import Config
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ProbeFailed
 
@@ -39,7 +39,9 @@ DEFAULT_WATCHDOG_PING = 5.0  # seconds between pings when systemd gives no WATCH
 STARTUP_KILL_GRACE = 5.0  # a loading engine ignores SIGTERM (measured > 90 s): bound the wait
 # vLLM binds ZMQ IPC sockets at $TMPDIR/<uuid4>; a Unix socket path holds at most 107 bytes.
 MAX_TMPDIR_LEN = 107 - 1 - 36
+OUTPUT_DRAIN_SECONDS = 2.0  # after the group died: its last output lines still in the pipe
 REAP_GRACE_SECONDS = 3.0  # after the engine died: time for its leftovers to end by themselves (see _reap)
+MODEL_ROLE_COMMAND = "ansible-playbook site.yml --tags model"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)  # SIGABRT: systemd's WatchdogSignal
 
 
@@ -77,6 +79,7 @@ class Launcher:
         self.notifier = notifier or sdnotify.SystemdNotifier()
         self.base = probe.base_url(port)
         self.proc: subprocess.Popen | None = None
+        self.output: enginelog.Tee | None = None  # the engine's output, passed to the journal through us
         self.shm_seen: set[str] = set()
         self.ready = False
         self.stopping = False
@@ -106,6 +109,7 @@ class Launcher:
 
     # -- main ------------------------------------------------------------------------------
     def run(self) -> int:
+        log.info("[serve %s] launcher started (pid %d)", self.port, os.getpid())  # systemd.ATTEMPT_MARKER
         previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         try:
             self.outcome = self._run()
@@ -126,10 +130,10 @@ class Launcher:
         raise _StopRequested(signum)
 
     def _run(self) -> ServeOutcome:
-        preflight = self._preflight()
-        if preflight:
-            return preflight
         try:
+            preflight = self._preflight()  # inside: hashing the weights takes a while, a stop must end it
+            if preflight:
+                return preflight
             self._start()
             ready = self._wait_until_servable()
             if ready is not None:
@@ -168,6 +172,25 @@ class Launcher:
                 s.bind((engine.LISTEN_HOST, self.port))
             except OSError as exc:
                 return ServeOutcome(EXIT_FAILED, f"port {self.port} on {engine.LISTEN_HOST} is taken ({exc.strerror}); stop what holds it")
+        return self._check_manifest(model)
+
+    def _check_manifest(self, model: Path) -> ServeOutcome | None:
+        """The weights against the model role's SHA256SUMS, before a minute of loading finds them short."""
+        self._status(f"checking {model} against {manifest.MANIFEST_NAME}")
+        try:
+            report = manifest.check(model)
+        except manifest.ManifestError as exc:
+            return ServeOutcome(EXIT_USAGE, f"{exc}; re-run the model role ({MODEL_ROLE_COMMAND}) to rewrite it")
+        if report is None:
+            log.info("[serve %s] %s has no %s (a hand-made model directory): files not checked", self.port, model, manifest.MANIFEST_NAME)
+            return None
+        if not report.ok:
+            remedy = f"re-run the model role ({MODEL_ROLE_COMMAND}) or copy it again"
+            return ServeOutcome(EXIT_USAGE, manifest.describe(model, report, remedy))
+        log.info(
+            "[serve %s] %d file(s) match %s (%s hashed in %.1fs)",
+            self.port, report.files, manifest.MANIFEST_NAME, manifest.human_size(report.bytes_hashed), report.seconds,
+        )  # fmt: skip
         return None
 
     def _start(self) -> None:
@@ -183,9 +206,13 @@ class Launcher:
             env={**self.env, **self.command.env},
             start_new_session=True,  # own process group: the whole engine can be signalled at once
             stdin=subprocess.DEVNULL,
+            # through a pipe to our stdout (the journal), so the launcher can name the engine's own error
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             # inherited by every process and thread the engine starts (the launcher has no threads yet)
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
+        self.output = enginelog.Tee(self.proc.stdout, sys.stdout.buffer).start()
         self._status(f"loading model {self.cfg.model.path} (engine pid {self.proc.pid})")
 
     def _track_shm(self) -> None:
@@ -258,9 +285,11 @@ class Launcher:
         code = self.proc.returncode
         hint = " (vLLM's API server exits 0 after the engine core dies)" if code == 0 else ""
         log.error("[serve %s] engine exited with code %s %s without being asked to stop%s", self.port, code, when, hint)
-        self._notify(f"STATUS=engine exited with code {code} {when}")
-        removed = self._reap(grace=REAP_GRACE_SECONDS)
-        return ServeOutcome(EXIT_FAILED, f"engine exited with code {code} {when}", removed_shm=removed)
+        removed = self._reap(grace=REAP_GRACE_SECONDS)  # also waits for the end of its output
+        error = self.output.engine_error() if self.output is not None else None
+        reason = f"engine exited with code {code} {when}" + (f"; its last error: {error}" if error else "")
+        self._notify(f"STATUS={reason}")
+        return ServeOutcome(EXIT_FAILED, reason, removed_shm=removed)
 
     def _stop(self, signum: int) -> ServeOutcome:
         name = signal.Signals(signum).name
@@ -314,6 +343,8 @@ class Launcher:
             log.error("[serve %s] processes of group %s survive SIGKILL", self.port, pgid)
         if self.proc.poll() is None:
             self.proc.wait(timeout=5)
+        if self.output is not None:
+            self.output.join(OUTPUT_DRAIN_SECONDS)  # the group is gone: the pipe ends; its last lines reach the journal
         removed = procs.remove_files(self.shm_seen)
         if removed:
             log.info("[serve %s] removed %d shared-memory file(s) left by the engine", self.port, len(removed))

@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from ernie_ops import enginelog
 from ernie_ops.errors import ErnieOpsError
 
 UNIT_TEMPLATE = "ernie-vllm@{port}.service"
+ATTEMPT_MARKER = "launcher started"  # the launcher's first line of each run: `[serve PORT] launcher started (pid N)`
+JOURNAL_LINES = 1000  # a failed vLLM start prints ~230 lines (truncated weights, measured)
 
 
 class SystemdError(ErnieOpsError):
@@ -57,7 +60,7 @@ def start(port: int, timeout: float) -> None:
     """Blocks until READY (Type=notify) or failure; the error names the last journal lines."""
     r = _systemctl("start", unit_name(port), timeout=timeout)
     if r.returncode != 0:
-        raise SystemdError(f"systemctl start {unit_name(port)} failed; the launcher said: {journal_tail(port)}")
+        raise SystemdError(f"systemctl start {unit_name(port)} failed; {start_failure(journal_lines(port), port)}")
 
 
 def stop(port: int, timeout: float = 120) -> None:
@@ -75,16 +78,31 @@ def set_enabled(port: int, enabled: bool) -> None:
         raise SystemdError(f"systemctl {verb} {unit_name(port)} failed: {r.stderr.strip()}")
 
 
-def journal_tail(port: int, lines: int = 2) -> str:
-    """The launcher's own last lines for the unit (vLLM's log lines are skipped: they rarely say why)."""
+def journal_lines(port: int, lines: int = JOURNAL_LINES) -> list[str] | None:
+    """The unit's last journal lines, message only; None when the journal cannot be read."""
     try:
         r = subprocess.run(
-            ["journalctl", "--no-pager", "-o", "cat", "-n", "300", "-u", unit_name(port)], capture_output=True, text=True, timeout=15
+            ["journalctl", "--no-pager", "-o", "cat", "-n", str(lines), "-u", unit_name(port)], capture_output=True, text=True, timeout=15
         )
     except (FileNotFoundError, subprocess.TimeoutExpired):
-        return "(journal unavailable)"
-    mine = [line for line in r.stdout.splitlines() if f"[serve {port}]" in line]
-    return " | ".join(mine[-lines:]) or "(no launcher lines in the journal)"
+        return None
+    return r.stdout.splitlines() if r.returncode == 0 else None
+
+
+def start_failure(lines: list[str] | None, port: int, keep: int = 2) -> str:
+    """Why a start failed, from the unit's journal lines: the launcher's last `keep` lines and the engine's
+    own root-cause error (vLLM's other lines are skipped), both from the last attempt only."""
+    if lines is None:
+        return "the launcher said: (journal unavailable)"
+    tag = f"[serve {port}]"
+    starts = [i for i, line in enumerate(lines) if f"{tag} {ATTEMPT_MARKER}" in line]
+    attempt = lines[starts[-1] :] if starts else lines
+    mine = [line for line in attempt if tag in line]
+    said = " | ".join(mine[-keep:]) or "(no launcher lines in the journal)"
+    error = enginelog.engine_error(line for line in attempt if tag not in line)
+    if error is None or error in said:  # the launcher's exit line already quotes it
+        return f"the launcher said: {said}"
+    return f"the launcher said: {said}; the engine's last error: {error}"
 
 
 def journal_argv(ports: list[int], follow: bool = False, lines: int = 100, launcher_only: bool = False) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ernie_ops.manifest import human_size
 from tests.conftest import free_port, write_config
 from tests.harness import serve_proc
 
@@ -203,5 +204,75 @@ def test_watchdog_signal_during_a_drain_kills_at_once(short_tmp, stub_venv, tiny
         assert time.monotonic() - t0 < 3, "SIGABRT did not cut the drain short"
         assert code == 0 and "SIGABRT during the stop" in sp.log, sp.log
         assert not serve_proc.alive(engine.pid)
+    finally:
+        sp.stop()
+
+
+ROLE_MANIFEST = "set -o pipefail; find . -type f ! -name SHA256SUMS -printf '%P\\0' | sort -z | xargs -0 -r sha256sum > SHA256SUMS"
+VLLM_CAPTURE = Path(__file__).resolve().parents[1] / "unit" / "data" / "vllm_truncated_weights.log"
+CAPTURE_STDOUT_LINES = 121  # the capture is vLLM's stdout (121 lines) followed by its stderr
+
+
+def provisioned_copy(src: Path, dest: Path) -> Path:
+    """The tiny model as the Ansible model role leaves it: with SHA256SUMS (same pipeline as tasks/verify.yml)."""
+    import subprocess
+
+    shutil.copytree(src, dest)
+    subprocess.run(["bash", "-c", ROLE_MANIFEST], cwd=dest, check=True)
+    return dest
+
+
+def test_half_copied_model_is_exit_2_before_the_engine_starts(short_tmp, stub_venv, tiny_model_dir):
+    model = provisioned_copy(tiny_model_dir, short_tmp / "model")
+    weights = model / "model.safetensors"
+    full = weights.stat().st_size
+    with weights.open("r+b") as f:
+        f.truncate(full // 2)
+    t0 = time.monotonic()
+    sp = start_stub(short_tmp, stub_venv, model, "ok")
+    try:
+        assert sp.proc.wait(timeout=30) == 2
+        took = time.monotonic() - t0
+        print(f"\nhalf-copied model refused in {took:.1f}s")
+        assert (
+            f"exit 2: model at {model} is incomplete: model.safetensors is {human_size(full // 2)} of {human_size(full)} "
+            "(its safetensors header); re-run the model role (ansible-playbook site.yml --tags model) or copy it again"
+        ) in sp.log, sp.log
+        assert "starting engine" not in sp.log and "Traceback" not in sp.log
+    finally:
+        sp.stop()
+
+
+def test_model_matching_its_manifest_is_checked_and_served(short_tmp, stub_venv, tiny_model_dir):
+    model = provisioned_copy(tiny_model_dir, short_tmp / "model")
+    listed = len((model / "SHA256SUMS").read_text().splitlines())
+    (model / "notes.txt").write_text("added after provisioning: not in SHA256SUMS, ignored")
+    sp = start_stub(short_tmp, stub_venv, model, "ok")
+    try:
+        sp.wait_ready(timeout=30)
+        assert f"[serve {sp.port}] {listed} file(s) match SHA256SUMS" in sp.log
+    finally:
+        sp.stop()
+
+
+def test_engine_death_names_the_engines_own_error(short_tmp, stub_venv, tiny_model_dir):
+    """STUB: `vllm` replays real vLLM output of a start on truncated weights (stdout, then stderr) and exits 1."""
+    (stub_venv / "bin" / "vllm").write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        f"lines = open({str(VLLM_CAPTURE)!r}).read().splitlines(keepends=True)\n"
+        f"sys.stdout.writelines(lines[:{CAPTURE_STDOUT_LINES}]); sys.stdout.flush()\n"
+        f"sys.stderr.writelines(lines[{CAPTURE_STDOUT_LINES}:]); sys.stderr.flush()\n"
+        "sys.exit(1)\n"
+    )
+    sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "ok")
+    try:
+        assert sp.proc.wait(timeout=30) == 1
+        assert (
+            "exit 1: engine exited with code 1 while loading; its last error: SafetensorError: Error while deserializing header: "
+            "incomplete metadata, file not fully covered"
+        ) in sp.log, sp.log
+        # the engine's own output still reaches the journal, whole and in order
+        assert VLLM_CAPTURE.read_text() in sp.log
     finally:
         sp.stop()
