@@ -102,7 +102,8 @@ class Tee:
 
     def _run(self) -> None:
         sink_ok = True
-        for raw in iter(self.source.readline, b""):
+        for line in iter(self.source.readline, b""):
+            raw = line if line.endswith(b"\n") else line + b"\n"  # a last line cut short must not run into ours
             with self.lock:
                 self.lines.append(raw.decode("utf-8", "replace"))
             if sink_ok:

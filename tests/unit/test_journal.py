@@ -140,3 +140,14 @@ def test_tee_thread_never_takes_the_launchers_stop_signals():
     finally:
         os.close(w)
         tee.join(5)
+
+
+def test_tee_ends_a_cut_short_last_line():
+    """Measured: vLLM's last line (a nanobind leak notice) has no newline; the launcher's next line ran into it."""
+    r, w = os.pipe()
+    sink = io.BytesIO()
+    tee = enginelog.Tee(os.fdopen(r, "rb"), sink).start()
+    with os.fdopen(w, "wb") as f:
+        f.write(b"first\nSee https://nanobind.readthedocs.io/en/latest/refleaks.html")
+    tee.join(5)
+    assert sink.getvalue() == b"first\nSee https://nanobind.readthedocs.io/en/latest/refleaks.html\n"
