@@ -22,6 +22,7 @@ setup(
         "rich>=13",
         "pydantic>=2.6",
         "prometheus_client>=0.20",
+        "psutil>=5.9",  # who holds a port (status, the cutover's preflight); vLLM needs it too
     ],
     extras_require={
         "vllm": ["vllm"],

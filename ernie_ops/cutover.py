@@ -205,6 +205,9 @@ class Cutover:
         problem = self.host.nginx_problem()
         if problem:
             raise CutoverFailed(problem)
+        problem = self.host.port_problem(self.target)
+        if problem:
+            raise CutoverFailed(problem)
         plan = f"route {source} -> {self.target}" if source else f"route -> {self.target} (nothing routed now)"
         return f"{plan}; nginx -t ok, nginx runs"
 

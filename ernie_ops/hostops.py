@@ -43,6 +43,9 @@ class HostOps(Protocol):
     def nginx_problem(self) -> str | None:
         """None when nginx's master runs, else why not and what to do."""
 
+    def port_problem(self, port: int) -> str | None:
+        """None unless `port` is held by a process that is not its (inactive) unit."""
+
     def switch(self, port: int) -> None:
         """Route to `port` (write, -t, reload); on failure the previous upstream is back on disk."""
 
@@ -144,6 +147,17 @@ class RealHost:
 
     def nginx_problem(self) -> str | None:
         return self.gw.master_problem()
+
+    def port_problem(self, port: int) -> str | None:
+        from ernie_ops import ports
+
+        h = ports.foreign_holder(port, self.unit_state(port))
+        if h is None:
+            return None
+        return (
+            f"port {port} is held by another process ({h.describe()}) while {systemd.unit_name(port)} is not running; "
+            "stop that process first: the new instance could not bind it, and the gate would judge the wrong server"
+        )
 
     def switch(self, port: int) -> None:
         self.gw.switch(port)

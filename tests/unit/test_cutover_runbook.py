@@ -37,6 +37,7 @@ class FakeHost:
     file_port: int | None = OLD
     live_port: int | None = OLD
     nginx_up: bool = True
+    foreign: set[int] = field(default_factory=set)  # ports held by a process that is not their unit
     fail: set[str] = field(default_factory=set)
     kill: str | None = None
     kill_before: str | None = None
@@ -94,6 +95,10 @@ class FakeHost:
     def nginx_problem(self) -> str | None:
         self._call("nginx_problem")
         return None if self.nginx_up else "nginx is not running (no master process for pid file /run/nginx.pid); nothing was changed"
+
+    def port_problem(self, port: int) -> str | None:
+        self._call("port_problem", port)
+        return f"port {port} is held by another process (pid 4242 python)" if port in self.foreign else None
 
     def _load(self) -> None:
         if not self.stuck_reload:
@@ -177,6 +182,7 @@ TABLE = [
     ("preflight-memory", {"fail": {"memory"}}, "aborted", [("preflight", False)], [], OLD, OLD_UP, UNCHANGED, None),
     ("preflight-nginx-t", {"fail": {"nginx_test"}}, "aborted", [("preflight", False)], [], OLD, OLD_UP, UNCHANGED, None),
     ("preflight-nginx-down", {"nginx_up": False}, "aborted", [("preflight", False)], [], None, OLD_UP, UNCHANGED, None),
+    ("preflight-port-held", {"foreign": {NEW}}, "aborted", [("preflight", False)], [], OLD, OLD_UP, UNCHANGED, None),
     ("start", {"fail": {"start"}}, "aborted", [("start", False), ("undo: stop new", True)], [START, STOP_NEW], OLD, OLD_UP,
      UNCHANGED, None),
     ("gate", {"fail": {"gate"}}, "aborted", [("start", True), ("gate", False), ("undo: stop new", True)], [START, STOP_NEW], OLD, OLD_UP,
