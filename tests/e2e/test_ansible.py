@@ -13,6 +13,7 @@ import signal
 import time
 
 import pytest
+import yaml
 
 from tests.harness import browser, demo, provision, sandbox, tiers
 from tests.harness.chat_page import ChatPage
@@ -247,3 +248,78 @@ def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag):
     print(f"\nsite.yml --tags {tag}: {run.seconds:.0f} s; recap {run.recap()}")
     assert run.rc == 0, run.output[-6000:]
     assert all(h["changed"] == 0 for h in run.recap().values()), run.changed_tasks()
+
+
+def test_operator_errors_on_a_serving_host_are_sentences_and_disturb_nothing(fleet, first_run):
+    """Issue 9's list, tried on a provisioned host that serves: each mistake gets one sentence naming what is
+    wrong and what to do, a non-zero exit, no traceback, and the routed instance keeps serving throughout."""
+    assert first_run.rc == 0, "needs the first run"
+    sb = fleet.hosts["ans-a"]
+    routed_since = _start_stamp(sb, "ernie-vllm@8000.service")
+    conf = yaml.safe_load(sb.run("cat /etc/ernie-ops/ernie.yaml").stdout)
+
+    def cli(*args: str, config: dict | str | None = None, timeout: float = 120):
+        path = None
+        if isinstance(config, dict):
+            path = "/root/e2e-ernie.yaml"
+            sb.write(path, yaml.safe_dump(config, sort_keys=False))
+        elif isinstance(config, str):
+            path = "/root/e2e-ernie.yaml"
+            sb.write(path, config)
+        r = sb.run([CLI, *(["--config", path] if path else []), *args], check=False, timeout=timeout)
+        out = r.stdout + r.stderr
+        assert "Traceback" not in out, out[-3000:]
+        print(f"\n$ ernie-ops {' '.join(args)}  -> exit {r.returncode}\n{out.strip()[:600]}")
+        return r.returncode, out
+
+    def changed(**sections) -> dict:
+        return {**conf, **{k: {**conf.get(k, {}), **v} for k, v in sections.items()}}
+
+    # a duplicate key: the second `model:` section would have replaced the first
+    code, out = cli("config", "check", config=yaml.safe_dump(conf, sort_keys=False) + "model:\n  served_name: other\n")
+    assert code == 2 and "model: duplicate key; first at line" in out, out
+    # two instances on the same core never both become ready
+    same_core = {**conf, "instances": [{**i, "cpu_cores": "0"} for i in conf["instances"]]}
+    code, out = cli("config", "check", config=same_core)
+    assert code == 2 and "cpu_cores" in out and "8000" in out and "8001" in out, out
+    # an unwritable state directory (under a file): refused before anything starts
+    code, out = cli("cutover", "8001", config=changed(paths={"state_dir": "/etc/ernie-ops/ernie.yaml/state"}))
+    assert code == 1 and "cannot write the state directory /etc/ernie-ops/ernie.yaml/state" in out, out
+    # a corrupt state file: said, not silently replaced
+    sb.write("/root/e2e-state/state.json", "{not json")
+    code, out = cli("status", config=changed(paths={"state_dir": "/root/e2e-state"}))
+    assert "was not valid JSON" in out and sb.run("cat /root/e2e-state/state.json").stdout == "{not json", out
+    # a half-copied model: the launcher refuses before loading (exit 2: no restart loop under systemd)
+    sb.run("cp -rL /srv/models/ernie-tiny/current /root/half && truncate -s 50% /root/half/model.safetensors")
+    code, out = cli("serve", "8001", config=changed(model={"path": "/root/half"}), timeout=60)
+    assert code == 2 and "is incomplete: model.safetensors is" in out and "--tags model" in out, out
+    # `status` in a pipe at 80 columns
+    r = sb.run(f"COLUMNS=80 {CLI} status | cat", check=False)
+    assert r.stdout and max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout
+    # another process on the spare port: status says so and the cutover refuses it before starting anything
+    squatter = sb.spawn(["/usr/bin/python3", "-m", "http.server", "8001", "--bind", "127.0.0.1"])
+    try:
+        deadline = time.monotonic() + 15
+        while sb.run("ss -ltn 'sport = :8001' | grep -q LISTEN", check=False).returncode and time.monotonic() < deadline:
+            time.sleep(0.2)
+        code, out = cli("status")
+        assert code == 1 and "port 8001 answers but ernie-vllm@8001 is inactive" in out, out
+        code, out = cli("cutover", "8001")
+        assert code == 1 and "port 8001 is held by another process" in out, out
+    finally:
+        sandbox.Sandbox.signal_spawned(squatter, signal.SIGTERM)
+        squatter.communicate(timeout=30)
+    assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+    # nginx not running: the cutover refuses at once instead of loading a model for a minute first
+    sb.systemctl("stop", "nginx.service")
+    try:
+        t0 = time.monotonic()
+        code, out = cli("cutover", "8001")
+        assert code == 1 and "nginx is not running" in out and time.monotonic() - t0 < 30, out
+        assert "put back" not in out
+    finally:
+        sb.systemctl("start", "nginx.service")
+    assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+    # nothing serving was disturbed
+    assert _start_stamp(sb, "ernie-vllm@8000.service") == routed_since
+    assert sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/health"], check=False).stdout == "200"
