@@ -178,6 +178,7 @@ class Seen:
     started_at: float | None  # wall clock; None when no process runs
     newer: list[str] = field(default_factory=list)
     start_stamp: int = 0  # systemd's ExecMainStartTimestampMonotonic: which process this is
+    unread_change: str | None = None  # a file that changed after the start, but not in a part this service reads
 
     @property
     def stale(self) -> bool:
@@ -244,6 +245,7 @@ def _forgive_config(cfg: Config, seen: Seen, service: str, config_path: str) -> 
     rec = _applied(cfg).get(seen.unit, {})
     if config_path in seen.newer and rec.get("start_stamp") == seen.start_stamp and rec.get("digest") == config_digest(cfg, service):
         seen.newer.remove(config_path)
+        seen.unread_change = config_path
 
 
 # -- decisions (pure) --------------------------------------------------------------------------
@@ -275,6 +277,8 @@ def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: 
     if not seen.stale:
         if seen.enabled not in ("enabled", "enabled-runtime"):
             return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
+        if seen.unread_change:
+            return Action("engine", unit, "none", f"{unit} serves; {seen.unread_change} changed only in what it does not read")
         return Action("engine", unit, "none", f"{unit} serves and started after every input changed")
     changed = ", ".join(seen.newer)
     if mode == "none":
@@ -300,6 +304,8 @@ def decide_chat(seen: Seen, start: bool) -> Action:
         return Action("chat", unit, "restart", f"changed since it started: {', '.join(seen.newer)}", target=unit, newer=seen.newer)
     if seen.enabled not in ("enabled", "enabled-runtime"):
         return Action("chat", unit, "enable", f"{unit} runs but does not start at boot", target=unit)
+    if seen.unread_change:
+        return Action("chat", unit, "none", f"the chat app runs; {seen.unread_change} changed only in what it does not read")
     return Action("chat", unit, "none", "the chat app started after every input changed")
 
 

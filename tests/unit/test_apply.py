@@ -250,6 +250,7 @@ def test_a_config_change_outside_what_a_service_reads_moves_nothing(tmp_path):
     host.times[str(conf)] = 9_990.0  # rewritten after both started
     chat_only = apply.apply(changed(chat={"app_name": "Support"}), str(conf), host=(h := FakeHost(running, host.times)))
     assert [a.action for a in chat_only.actions] == ["none", "restart"] and h.calls == [f"restart {CHAT}"]
+    assert chat_only.actions[0].reason == f"{ENGINE} serves; {conf} changed only in what it does not read"
     engine_only = apply.apply(changed(vllm={"max_num_seqs": 8}), str(conf), host=(h := FakeHost(running, host.times)))
     assert [a.action for a in engine_only.actions] == ["cutover", "none"] and h.calls == ["cutover 8001"]
     # a record of another process (restarted by hand since) does not count: the file time decides
