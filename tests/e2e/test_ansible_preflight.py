@@ -87,16 +87,6 @@ def test_gpu_forced_without_a_gpu_is_refused(fleet):
     assert "ernie_preflight_accelerator is gpu but `nvidia-smi -L` lists no GPU" in out
 
 
-def test_weights_with_a_wrong_checksum_never_become_current(fleet):
-    """Past preflight: the model role stages, finds the mismatch, and leaves `current` absent."""
-    run = fleet.playbook("site.yml", "--tags", "model", ernie_model_checksums={"config.json": "0" * 64})
-    assert run.rc != 0, run.output[-4000:]
-    assert "does not match ernie_model_checksums" in run.output and "config.json: FAILED" in run.output
-    sb = fleet.hosts["ans-bad"]
-    assert sb.run("test -e /srv/models/ernie-tiny/current || test -e /srv/models/ernie-tiny/tiny-v1", check=False).returncode == 1
-    assert sb.run("test -d /srv/models/ernie-tiny/.staging-tiny-v1").returncode == 0  # kept for inspection
-
-
 def test_a_source_key_the_role_does_not_know_is_refused_by_its_argument_spec(fleet):
     out = _fails_in_preflight_untouched(fleet, owner="ernie_model", ernie_model_source={"type": "path", "path": "/srv/seed", "pth": "x"})
     assert "pth" in out and "ernie_model_source" in out
@@ -106,6 +96,16 @@ def test_duplicate_instance_ports_are_refused_by_the_role_that_owns_them(fleet):
     instances = [{"port": 8000, "cpu_cores": "0"}, {"port": 8000, "cpu_cores": "1"}]
     out = _fails_in_preflight_untouched(fleet, owner="ernie_ops", ernie_ops_instances=instances)
     assert "unique ports" in out
+
+
+def test_weights_with_a_wrong_checksum_never_become_current(fleet):
+    """Past preflight: the model role stages, finds the mismatch, and leaves `current` absent."""
+    run = fleet.playbook("site.yml", "--tags", "model", ernie_model_checksums={"config.json": "0" * 64})
+    assert run.rc != 0, run.output[-4000:]
+    assert "does not match ernie_model_checksums" in run.output and "config.json: FAILED" in run.output
+    sb = fleet.hosts["ans-bad"]
+    assert sb.run("test -e /srv/models/ernie-tiny/current || test -e /srv/models/ernie-tiny/tiny-v1", check=False).returncode == 1
+    assert sb.run("test -d /srv/models/ernie-tiny/.staging-tiny-v1").returncode == 0  # kept for inspection
 
 
 def test_the_gateway_alone_on_a_host_without_ernie_ops_says_what_to_run(fleet):
