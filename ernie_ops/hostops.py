@@ -15,6 +15,7 @@ import httpx
 
 from ernie_ops import engine, metrics, probe, systemd
 from ernie_ops.config import Config
+from ernie_ops.errors import ErnieOpsError
 from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
 
 GPU_BUDGET = 0.95  # two instances on one GPU must leave this much headroom for CUDA contexts
@@ -151,7 +152,11 @@ class RealHost:
     def port_problem(self, port: int) -> str | None:
         from ernie_ops import ports
 
-        h = ports.foreign_holder(port, self.unit_state(port))
+        try:
+            unit = self.unit_state(port)
+        except ErnieOpsError:
+            return None  # systemd cannot be asked: the start step says so itself
+        h = ports.foreign_holder(port, unit)
         if h is None:
             return None
         return (

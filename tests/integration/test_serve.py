@@ -47,8 +47,10 @@ def test_ready_watchdog_and_drain_on_real_engine(config_path, short_tmp):
         ready_at = sp.wait_ready()
         ready = sp.notify.first("READY", "1")
         assert ready.fields.get("STATUS", "").startswith("serving"), ready.fields
-        loading = sp.notify.first("STATUS")
-        assert loading.at < ready_at and "starting engine" in loading.fields["STATUS"]
+        statuses = [m for m in sp.notify.messages if "STATUS" in m.fields]
+        loading = next((m for m in statuses if "starting engine" in m.fields["STATUS"]), None)
+        assert loading is not None and loading.at < ready_at, [m.fields["STATUS"] for m in statuses]
+        assert "SHA256SUMS" in statuses[0].fields["STATUS"]  # the weights are checked before the engine starts
         # READY came after a real generation: the only client so far is the launcher's gate.
         assert _counter(base, "vllm:generation_tokens_total") >= 1
         assert _counter(base, "vllm:request_success_total") >= 1
