@@ -266,14 +266,22 @@ class Action:
         return self.action not in ("none", "pending")
 
 
-def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: bool) -> Action:
+def _not_running(service: str, seen: Seen, start: bool, why_start: str) -> Action | None:
+    """Busy (starting or stopping): leave it; stopped: start it (unless told not to); running: None."""
     unit = seen.unit
     if seen.active in BUSY:
-        return Action("engine", unit, "none", f"{unit} is {seen.active}; wait for it and rerun `ernie-ops apply`")
-    if seen.active not in RUNNING:
-        if not start:
-            return Action("engine", unit, "none", f"{unit} is {seen.active} and starting was not asked for (--no-start)")
-        return Action("engine", unit, "start", f"nothing serves on the routed port {routed}: start it", target=unit)
+        return Action(service, unit, "none", f"{unit} is {seen.active}; wait for it and rerun `ernie-ops apply`")
+    if seen.active in RUNNING:
+        return None
+    if not start:
+        return Action(service, unit, "none", f"{unit} is {seen.active} and starting was not asked for (--no-start)")
+    return Action(service, unit, "start", why_start, target=unit)
+
+
+def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: bool) -> Action:
+    unit = seen.unit
+    if action := _not_running("engine", seen, start, f"nothing serves on the routed port {routed}: start it"):
+        return action
     if not seen.stale:
         if seen.enabled not in ("enabled", "enabled-runtime"):
             return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
@@ -294,12 +302,8 @@ def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: 
 
 def decide_chat(seen: Seen, start: bool) -> Action:
     unit = seen.unit
-    if seen.active in BUSY:
-        return Action("chat", unit, "none", f"{unit} is {seen.active}; wait for it and rerun `ernie-ops apply`")
-    if seen.active not in RUNNING:
-        if not start:
-            return Action("chat", unit, "none", f"{unit} is {seen.active} and starting was not asked for (--no-start)")
-        return Action("chat", unit, "start", "the chat app is not running: start it", target=unit)
+    if action := _not_running("chat", seen, start, "the chat app is not running: start it"):
+        return action
     if seen.stale:
         return Action("chat", unit, "restart", f"changed since it started: {', '.join(seen.newer)}", target=unit, newer=seen.newer)
     if seen.enabled not in ("enabled", "enabled-runtime"):

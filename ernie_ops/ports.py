@@ -30,14 +30,19 @@ class Holder:
         return f"pid not visible to this user: run {ss} as root"
 
 
-def _bound_by_bind_test(port: int) -> bool:
-    with socket.socket() as s:
+def port_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound on `host` now (what the chat app checks before it starts, too)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((LISTEN_HOST, port))
+            s.bind((host, port))
         except OSError:
-            return True
-    return False
+            return False
+    return True
+
+
+def _bound_by_bind_test(port: int) -> bool:
+    return not port_free(LISTEN_HOST, port)
 
 
 def holder(port: int) -> Holder:

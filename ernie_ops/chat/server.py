@@ -22,6 +22,7 @@ from pathlib import Path
 from ernie_ops.chat import users
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
+from ernie_ops.ports import port_free
 
 APP_FILE = Path(__file__).with_name("app.py")
 CHAINLIT_VERSION = "2.12.0"
@@ -55,16 +56,6 @@ def preflight(cfg: Config, env: Mapping[str, str]) -> None:
         raise UsageError(f"CHAINLIT_AUTH_SECRET has {len(secret)} characters; use at least {MIN_SECRET} (it signs the login tokens)")
     if not users.load(cfg.chat.users_file):  # read at every login: a user added later works without a restart
         log.warning("%s has no users yet: nobody can log in until `ernie-ops chat-user add NAME`", cfg.chat.users_file)
-
-
-def port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def _toml_str(value: str) -> str:
