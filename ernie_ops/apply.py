@@ -35,7 +35,7 @@ from ernie_ops import config as config_mod
 from ernie_ops import systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
-from ernie_ops.gateway import Gateway, GatewayError, parse_ports, render_upstream
+from ernie_ops.gateway import Gateway, GatewayError, render_upstream
 
 CHAT_UNIT = "ernie-chainlit.service"
 MODES = ("cutover", "restart", "none")
@@ -74,11 +74,9 @@ def route(cfg: Config, initial: int | None = None) -> Route:
         text = gw.read_upstream()
     except GatewayError:
         text = ""  # no include yet: a fresh host
-    ports = parse_ports(text)
-    if len(ports) > 1:
-        raise GatewayError(f"{cfg.gateway.upstream_file} routes to several ports {ports}; ernie-ops writes exactly one")
-    if ports:
-        routed, fresh = ports[0], False
+    routed = gw.single_port(text)
+    if routed is not None:
+        fresh = False
         cfg.instance(routed)  # routed to a port the config no longer lists: say so, do not guess
     else:
         routed, fresh = (initial if initial is not None else cfg.instances[0].port), True
@@ -225,11 +223,11 @@ def _applied(cfg: Config) -> dict:
         return {}  # no record: the file times alone decide (a restart too many, never one too few)
 
 
-def _remember(cfg: Config, records: dict[str, dict]) -> str | None:
+def _remember(cfg: Config, applied: dict, records: dict[str, dict]) -> str | None:
     """Which config digest each running process started with; a warning when it cannot be written."""
     path = Path(cfg.paths.state_dir) / APPLIED_FILE
     try:
-        data = {**_applied(cfg), **records}
+        data = {**applied, **records}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
@@ -239,10 +237,10 @@ def _remember(cfg: Config, records: dict[str, dict]) -> str | None:
     return None
 
 
-def _forgive_config(cfg: Config, seen: Seen, service: str, config_path: str) -> None:
+def _forgive_config(cfg: Config, applied: dict, seen: Seen, service: str, config_path: str) -> None:
     """The config file is newer than the process, but the part this service reads is what it
     started with (recorded for this very process): not a reason to act."""
-    rec = _applied(cfg).get(seen.unit, {})
+    rec = applied.get(seen.unit, {})
     if config_path in seen.newer and rec.get("start_stamp") == seen.start_stamp and rec.get("digest") == config_digest(cfg, service):
         seen.newer.remove(config_path)
         seen.unread_change = config_path
@@ -354,22 +352,23 @@ def apply(
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
     host = host or Host()
     res = ApplyResult(check)
+    applied = _applied(cfg)  # the digest each running process started with, read once
     settled: list[tuple[str, str, list[str]]] = []  # (service, unit, inputs) to record after acting
     if "engine" in services:
         r = route(cfg, initial)
         res.route = r.as_dict()
         extra = [config_path, cfg.model.path]
         seen = look(host, systemd.unit_name(r.routed_port), extra)
-        _forgive_config(cfg, seen, "engine", config_path)
+        _forgive_config(cfg, applied, seen, "engine", config_path)
         action = decide_engine(seen, r.routed_port, r.spare_port, mode, start)
         res.actions.append(action)
         if not check:
-            _run_engine(cfg, host, action, r, extra, start_timeout)
+            _run_engine(cfg, host, action, extra, start_timeout)
             routed_now = int(action.target) if action.action == "cutover" and action.done else r.routed_port
             settled.append(("engine", systemd.unit_name(routed_now), extra))
     if "chat" in services:
         seen = look(host, CHAT_UNIT, [config_path])
-        _forgive_config(cfg, seen, "chat", config_path)
+        _forgive_config(cfg, applied, seen, "chat", config_path)
         action = decide_chat(seen, start)
         res.actions.append(action)
         if not check:
@@ -380,12 +379,12 @@ def apply(
         now = look(host, unit, inputs)
         if now.started_at is not None and config_path not in now.newer:  # it started with the config as it is now
             records[unit] = {"start_stamp": now.start_stamp, "digest": config_digest(cfg, service)}
-    if records and (warning := _remember(cfg, records)):
+    if records and (warning := _remember(cfg, applied, records)):
         res.warnings.append(warning)
     return res
 
 
-def _run_engine(cfg: Config, host: Host, action: Action, r: Route, extra: list[str], start_timeout: float) -> None:
+def _run_engine(cfg: Config, host: Host, action: Action, extra: list[str], start_timeout: float) -> None:
     if action.action != "cutover":
         _run_unit_action(host, action, start_timeout)
         return

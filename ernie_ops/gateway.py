@@ -120,9 +120,9 @@ class Gateway:
             raise GatewayError(f"upstream include {self.upstream} does not exist; provision nginx (Ansible role `nginx`)") from None
 
     def active_port(self) -> int | None:
-        return self._single_port(self.read_upstream())
+        return self.single_port(self.read_upstream())
 
-    def _single_port(self, text: str) -> int | None:
+    def single_port(self, text: str) -> int | None:
         ports = parse_ports(text)
         if len(ports) > 1:
             raise GatewayError(f"{self.upstream} routes to several ports {ports}; ernie-ops writes exactly one")
@@ -201,7 +201,7 @@ class Gateway:
     def switch(self, port: int) -> None:
         """Route to `port`: write, `nginx -t`, reload. On any failure the previous file is back in place."""
         previous_text = self.read_upstream()
-        self.write_upstream(render_upstream(port, self._single_port(previous_text)))
+        self.write_upstream(render_upstream(port, self.single_port(previous_text)))
         try:
             self.apply()
         except BaseException:

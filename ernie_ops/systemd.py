@@ -41,11 +41,7 @@ def _systemctl(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 
 def state(port: int) -> UnitState:
-    props = ["ActiveState", "SubState", "Result", "MainPID", "StatusText", "NRestarts"]
-    r = _systemctl("show", unit_name(port), *[f"--property={p}" for p in props], timeout=15)
-    if r.returncode != 0:
-        raise SystemdError(f"systemctl show {unit_name(port)}: {r.stderr.strip()}")
-    values = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    values = show(unit_name(port), "ActiveState", "SubState", "Result", "MainPID", "StatusText", "NRestarts")
     return UnitState(
         active=values.get("ActiveState", "unknown"),
         sub=values.get("SubState", ""),
@@ -64,18 +60,13 @@ def start(port: int, timeout: float) -> None:
 
 
 def stop(port: int, timeout: float = 120) -> None:
-    r = _systemctl("stop", unit_name(port), timeout=timeout)
-    if r.returncode != 0:
-        raise SystemdError(f"systemctl stop {unit_name(port)} failed: {r.stderr.strip()}")
+    run_verb("stop", unit_name(port), timeout=timeout)
 
 
 def set_enabled(port: int, enabled: bool) -> None:
     """Whether the instance starts at boot (joins ernie-vllm.target): it must follow the routed port,
     or a reboot brings up an instance nginx no longer routes to."""
-    verb = "enable" if enabled else "disable"
-    r = _systemctl(verb, unit_name(port), timeout=30)
-    if r.returncode != 0:
-        raise SystemdError(f"systemctl {verb} {unit_name(port)} failed: {r.stderr.strip()}")
+    run_verb("enable" if enabled else "disable", unit_name(port), timeout=30)
 
 
 def journal_lines(port: int, lines: int = JOURNAL_LINES) -> list[str] | None:
