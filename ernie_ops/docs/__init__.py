@@ -1,0 +1,13 @@
+"""Document Q&A: extract text from uploaded or operator-loaded files, cut it into passages, index them
+in SQLite (FTS5 over a CJK-aware token column, optional dense vectors), retrieve, and cite.
+
+Modules, one job each:
+- `model`: the data passed between them (Section, Chunk, Hit) and `DocumentError`.
+- `extract`: bytes -> sections (PDF pages, Markdown/DOCX heading paths, text), refusing bad input.
+- `isolate`: runs `extract` in a child process with limits, so a crash there cannot take the app down.
+- `chunk`: sections -> passages at sentence ends in both scripts, with offsets.
+- `tokens`: the CJK-aware token text the index stores and the query terms it searches.
+- `store`: the SQLite index (documents, chunks, FTS5, optional vectors), scoped per collection/owner.
+- `embed`, `fusion`: the optional dense path (/v1/embeddings) and reciprocal-rank fusion.
+- `cite`: numbered passages for the prompt, markers placed after the sentences they support.
+"""
