@@ -118,6 +118,30 @@ def build_parser() -> argparse.ArgumentParser:
     ch.add_argument("--state-dir", help="Chainlit's writable app root (default: $STATE_DIRECTORY, else ~/.local/state/ernie-ops-chat)")
     ch.set_defaults(func=cmd_chat)
 
+    d = sub.add_parser("docs", help="the document Q&A index: add, sync, list, remove, search")
+    dsub = d.add_subparsers(dest="docs_command", required=True, parser_class=_Parser)
+    da = dsub.add_parser("add", help="index files (a directory: every .pdf .md .txt .docx under it)")
+    da.add_argument("paths", nargs="+", metavar="PATH")
+    dsy = dsub.add_parser("sync", help="make a collection hold exactly the documents under DIR (unchanged files are not re-read)")
+    dsy.add_argument("directory", metavar="DIR")
+    dsy.add_argument("--check", action="store_true", help="say what would change (by checksum), change nothing")
+    dl = dsub.add_parser("list", help="the indexed documents")
+    dl.add_argument("--uploads", action="store_true", help="also the chat users' own uploads")
+    dr = dsub.add_parser("remove", help="remove documents by name (or --all of a collection)")
+    dr.add_argument("names", nargs="*", metavar="NAME")
+    dr.add_argument("--all", action="store_true", help="every document of the collection")
+    ds = dsub.add_parser("search", help="the ranked passages for a question")
+    ds.add_argument("question")
+    ds.add_argument("-k", type=int, default=None, help="how many passages (default: chat.docs.top_k)")
+    for name, sp in (("add", da), ("sync", dsy), ("list", dl), ("remove", dr), ("search", ds)):
+        many = name in ("list", "search")
+        sp.add_argument(
+            "--collection", "-c", action="append" if many else None, default=None if many else "default",
+            help="collection(s) to show or search (default: all)" if many else "the shared collection (default: 'default')",
+        )  # fmt: skip
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.set_defaults(func=cmd_docs)
+
     cu = sub.add_parser("chat-user", help="manage the chat's users file (scrypt-hashed passwords)")
     cusub = cu.add_subparsers(dest="user_command", required=True, parser_class=_Parser)
     for name, helptext in (("add", "add a user or set a new password (read from stdin, or asked twice)"), ("remove", "remove a user")):
@@ -341,6 +365,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     cfg = config.load(args.config)
     return server.run(cfg, config.resolve_path(args.config), server.state_dir(args.state_dir), host=args.host, port=args.port)
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    from ernie_ops.docs import commands
+
+    cfg = config.load(args.config)
+    result = commands.run(cfg.chat.docs, args)
+    if args.json:
+        print(json.dumps(result.data, indent=2, ensure_ascii=False))
+    else:
+        for line in result.lines:
+            out_console.print(line, soft_wrap=True, markup=False, highlight=False)
+        for line in result.errors:
+            err_console.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def _read_password() -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ernie_ops import yamlfile
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
@@ -163,6 +163,7 @@ class ScenarioConfig(_Section):
     prompt_template: str | None = Field(None, description="the first request once every field is known; {request} + field names")
     starters: list[str] = Field(default_factory=list, max_length=6)
     source_field: str | None = Field(None, description="a field shown beside each reply as its source (the article's 引用溯源)")
+    retrieval: bool = Field(False, description="answer from the indexed documents (chat.docs) with numbered sources; file upload on")
 
     @field_validator("fields")
     @classmethod
@@ -171,6 +172,57 @@ class ScenarioConfig(_Section):
         if (dupe := _first_duplicate(names)) is not None:
             raise ValueError(f"field '{dupe}' is listed more than once")
         return fields
+
+
+class EmbeddingsConfig(_Section):
+    """The optional dense retrieval path: an embedding model served by vLLM's OpenAI `/v1/embeddings`
+    (e.g. a bge-small-zh-class BERT on its own `vllm serve --runner pooling` instance). Off by default."""
+
+    enabled: bool = False
+    url: str | None = Field(None, pattern=r"^https?://", description="base URL of the embedding server, e.g. http://127.0.0.1:8100")
+    model: str | None = Field(None, min_length=1, description="its served model name")
+    timeout_seconds: float = Field(30.0, gt=0.0, le=600.0)
+    batch_size: int = Field(32, ge=1, le=1024)
+    weight: float = Field(1.0, gt=0.0, le=10.0, description="the dense ranking's weight in reciprocal-rank fusion (lexical: 1)")
+
+    @model_validator(mode="after")
+    def _complete_when_on(self) -> EmbeddingsConfig:
+        if self.enabled and (not self.url or not self.model):
+            raise ValueError("enabled embeddings need `url` and `model` (the vLLM embedding server and its served name)")
+        return self
+
+
+class DocsCollectionConfig(_Section):
+    """Who may search a shared collection from the chat app (the CLI, run by the operator, sees all)."""
+
+    readers: list[str] = Field(default_factory=lambda: ["*"], description="user names, or '*' for every chat user")
+
+
+class DocsConfig(_Section):
+    """Document Q&A (`ernie-ops docs`, the chat app's retrieval scenarios). Defaults measured by
+    tests/bench/docs_quality.py (see README: quality table)."""
+
+    index_file: str = Field("/var/lib/ernie-ops-chat/docs/index.sqlite", min_length=1, description="SQLite index (chat app's state dir)")
+    tokenizer: Literal["whitespace", "bigram", "jieba", "jieba+bigram"] = "bigram"
+    chunk_chars: int = Field(400, ge=50, le=8000, description="passage size in characters")
+    overlap_chars: int = Field(80, ge=0, le=4000, description="characters repeated between neighbouring passages")
+    top_k: int = Field(4, ge=1, le=20, description="passages given to the model")
+    min_coverage: float = Field(0.5, ge=0.0, le=1.0, description="below this share of the question's terms in the best passage: 'the documents do not answer this'")
+    max_file_mb: float = Field(20.0, gt=0.0, le=1024.0)
+    max_pages: int = Field(2000, ge=1, le=100000)
+    max_files_per_message: int = Field(10, ge=1, le=200)
+    extract_timeout_seconds: float = Field(120.0, gt=0.0, le=3600.0)
+    extract_memory_mb: int = Field(1024, ge=128, le=65536)
+    collections: dict[str, DocsCollectionConfig] = Field(
+        default_factory=dict, description="read access per shared collection; a collection not listed is readable by every user"
+    )
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> DocsConfig:
+        if self.overlap_chars >= self.chunk_chars:
+            raise ValueError(f"overlap_chars ({self.overlap_chars}) must be smaller than chunk_chars ({self.chunk_chars})")
+        return self
 
 
 class ChatConfig(_Section):
@@ -196,6 +248,7 @@ class ChatConfig(_Section):
     session_timeout_seconds: int = Field(3600, ge=60, le=86400 * 30)
     default_scenario: str | None = None
     scenarios: list[ScenarioConfig] | None = Field(None, min_length=1, description="null: the built-in scenarios")
+    docs: DocsConfig = Field(default_factory=DocsConfig)
 
     @field_validator("extra_body")
     @classmethod

@@ -13,12 +13,14 @@ import logging
 import os
 
 import chainlit as cl
+from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
 
 from ernie_ops import config
 from ernie_ops.chat import history, users
 from ernie_ops.chat.client import GatewayClient, Timeouts
-from ernie_ops.chat.conversation import Conversation
-from ernie_ops.errors import ConfigError
+from ernie_ops.chat.conversation import Conversation, Source
+from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, upload_summary
+from ernie_ops.errors import ConfigError, ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
 CFG = config.load()
@@ -35,6 +37,19 @@ CLIENT = GatewayClient(
 )
 COUNTER = history.TokenizeCounter(CLIENT.http, CLIENT.base_url, CFG.model.served_name, timeout=CHAT.connect_timeout_seconds * 2)
 log.info("chat app: gateway %s, model %s, scenarios: %s", CLIENT.base_url, CFG.model.served_name, ", ".join(SCENARIOS))
+DOCS = CHAT.docs
+EMBED = None
+if DOCS.embeddings.enabled:
+    from ernie_ops.docs.embed import EmbeddingClient
+
+    _embedder = EmbeddingClient(
+        DOCS.embeddings.url, DOCS.embeddings.model, DOCS.embeddings.timeout_seconds,
+        api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None,
+    )  # fmt: skip
+    EMBED = _embedder.embed_sync
+# Chainlit checks uploads against the global switch (on, in the generated config.toml); a profile that
+# reads no files hides the paper clip with this override, and on_message refuses files sent anyway.
+UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
 
 
 @cl.password_auth_callback
@@ -56,6 +71,7 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
             markdown_description=s.description or s.name,
             default=s.name == DEFAULT,
             starters=[cl.Starter(label=text[:40], message=text) for text in s.starters] or None,
+            config_overrides=None if s.retrieval else UPLOADS_OFF,  # the paper clip only where files are read
         )
         for s in SCENARIOS.values()
     ]
@@ -66,8 +82,46 @@ async def start() -> None:
     name = cl.user_session.get("chat_profile") or DEFAULT
     user = cl.user_session.get("user")
     scenario = SCENARIOS.get(name, SCENARIOS[DEFAULT])
-    conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=user.identifier if user else "-")
+    who = user.identifier if user else "-"
+    docs = DocsSession(DOCS, who, cl.context.session.thread_id, embed=EMBED) if scenario.retrieval else None
+    conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=who, docs=docs)
     cl.user_session.set("conversation", conv)
+    if docs is not None:
+        await _offer_collections(docs)
+
+
+async def _offer_collections(docs: DocsSession) -> None:
+    """The chat settings' collection choice: what this user may read, all picked by default."""
+    try:
+        allowed = await docs.collections()
+    except ErnieOpsError as exc:
+        log.error("docs: the index cannot be opened: %s", exc)
+        await cl.ErrorMessage(content=f"文档索引暂时不可用 / The document index is not available: {exc}").send()
+        return
+    if allowed:
+        items = {name: name for name in allowed}
+        await cl.ChatSettings(
+            [cl.input_widget.MultiSelect(id="collections", label="检索的文档集 / Collections to search", items=items, initial=allowed)]
+        ).send()
+
+
+@cl.on_settings_update
+async def settings(values: dict) -> None:
+    conv: Conversation | None = cl.user_session.get("conversation")
+    if conv is not None and conv.docs is not None and isinstance(values.get("collections"), list):
+        conv.docs.pick([str(v) for v in values["collections"]])  # narrowed to what the user may read at each search
+
+
+@cl.on_chat_end
+async def ended() -> None:
+    conv: Conversation | None = cl.user_session.get("conversation")
+    if conv is not None and conv.docs is not None:
+        try:
+            dropped = await conv.docs.forget()
+            if dropped:
+                log.info("docs: chat of %s ended: %d uploaded document(s) removed", conv.user, dropped)
+        except ErnieOpsError as exc:
+            log.warning("docs: could not remove the uploads of an ended chat: %s", exc)
 
 
 class MessageSink:
@@ -81,11 +135,13 @@ class MessageSink:
             self.msg = cl.Message(content="")
         await self.msg.stream_token(piece)
 
-    async def finish(self, text: str, source: str | None) -> None:
+    async def finish(self, text: str, sources: list[Source]) -> None:
         msg = self.msg or cl.Message(content="")
         msg.content = text
-        if source:
-            msg.elements = [cl.Text(name="原文 source", content=source, display="inline")]
+        # A `side` element opens in the side panel when its name (【1】) is clicked in the text.
+        msg.elements = [
+            cl.Text(name=s.name, content=f"**{s.title}**\n\n{s.text}" if s.title else s.text, display=s.display) for s in sources
+        ]
         await msg.send()
 
     async def say(self, text: str) -> None:
@@ -105,7 +161,36 @@ async def on_message(message: cl.Message) -> None:
     if conv is None:  # a message before on_chat_start finished (reconnects): start now
         await start()
         conv = cl.user_session.get("conversation")
+    files = [e for e in message.elements or [] if isinstance(e, cl.File) or getattr(e, "path", None)]
+    if files and conv.docs is None:
+        await cl.Message(content="这个场景不读取文件；请切换到「文档问答 Docs」。 / This scenario does not read files: use Docs.").send()
+        return
+    if conv.docs is not None:
+        if files:
+            await _index_uploads(conv.docs, [Upload(getattr(f, "path", None), f.name, getattr(f, "size", None)) for f in files])
+        if not message.content.strip():
+            return
+        if not files and not await conv.docs.has_documents():
+            asked = await cl.AskFileMessage(
+                content=NO_DOCUMENTS, accept=["*/*"], max_files=min(DOCS.max_files_per_message, 10),
+                max_size_mb=min(100, max(1, int(DOCS.max_file_mb))), timeout=600, raise_on_timeout=False,
+            ).send()  # fmt: skip
+            if not asked:
+                return
+            await _index_uploads(conv.docs, [Upload(f.path, f.name, f.size) for f in asked])
     await conv.on_user_message(message.content, MessageSink())
+
+
+async def _index_uploads(docs: DocsSession, uploads: list[Upload]) -> None:
+    async with cl.Step(name="索引文档 / Indexing", type="tool") as step:
+        step.input = ", ".join(u.name for u in uploads)
+        outcomes = await docs.upload(uploads)
+        indexed, refused = upload_summary(outcomes)
+        step.output = indexed or "-"
+    if indexed:
+        await cl.Message(content=indexed).send()
+    for sentence in refused:
+        await cl.ErrorMessage(content=sentence).send()
 
 
 @cl.on_stop

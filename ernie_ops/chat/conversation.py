@@ -1,7 +1,14 @@
-"""One chat session end to end, without Chainlit: flow -> history budget -> streaming -> clean-up.
+"""One chat session end to end, without Chainlit: flow -> (retrieval) -> history budget -> streaming -> clean-up -> citations.
 
 The Chainlit app gives it a `Sink` that writes into `cl.Message`s; the integration tests give it
 one that records, and so drive exactly the code the browser uses against real vLLM and nginx.
+
+A retrieval scenario (document Q&A) first asks its `DocsSession` for passages. Nothing relevant:
+the user is told so and the model is not called. Otherwise the newest user message carries the
+numbered passages and the question; the history budget (/tokenize) counts them, and when they do not
+fit even without history, the lowest-ranked passages go first. The history keeps the bare question,
+so old passages do not eat the next turn's budget. The reply gets its 【n】 markers from
+`docs.cite.place_markers` (a 0.3B model does not cite reliably) and the passages as side elements.
 """
 
 from __future__ import annotations
@@ -17,15 +24,42 @@ from ernie_ops.chat.cleanup import clean
 from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats
 from ernie_ops.chat.flow import Ask, Busy, Flow, Generate
 from ernie_ops.config import ChatConfig, ScenarioConfig
+from ernie_ops.docs import cite
+from ernie_ops.docs.model import Hit
 
 log = logging.getLogger("ernie_ops.chat")
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a reply rests on: a passage (`side`: opened by clicking its name, e.g. 【1】, in the text) or a
+    pasted document (`inline`, shown under the reply)."""
+
+    name: str
+    text: str
+    title: str = ""
+    display: str = "side"
+
+
+def docs_prompt(question: str, hits: list[Hit]) -> str:
+    """The newest user message of a retrieval scenario: numbered passages, then the question."""
+    return (
+        "资料 / Passages:\n\n" + cite.prompt_block(hits) + "\n\n"
+        "只根据上面的资料回答；资料中没有答案时直接说明。 / Answer only from the passages above; say so if they do not answer.\n"
+        f"问题 / Question: {question}"
+    )
+
+
+def passage_source(n: int, hit: Hit) -> Source:
+    where = f", {hit.where}" if hit.where else ""
+    return Source(f"【{n}】", hit.text, f"{hit.file}{where}")
 
 
 class Sink(Protocol):
     """Where a reply goes: tokens while streaming, then the cleaned text, or a message to the user."""
 
     async def token(self, piece: str) -> None: ...
-    async def finish(self, text: str, source: str | None) -> None: ...
+    async def finish(self, text: str, sources: list[Source]) -> None: ...
     async def say(self, text: str) -> None: ...
     async def fail(self, text: str) -> None: ...
     async def stopped(self) -> None: ...
@@ -33,19 +67,23 @@ class Sink(Protocol):
 
 @dataclass
 class Outcome:
-    kind: str  # done | stopped | failed | asked | busy
+    kind: str  # done | stopped | failed | asked | busy | unanswered
     stats: ReplyStats | None = None
     fitted: history.Fitted | None = None
     error: Exception | None = None
+    hits: list[Hit] | None = None  # the passages given to the model (retrieval scenarios)
+    cited: list[int] | None = None  # the passage numbers placed in the reply
+    retrieval_seconds: float | None = None
 
 
 class Conversation:
     """A session's flow, history and the shared gateway client."""
 
     def __init__(self, scenario: ScenarioConfig, chat: ChatConfig, budget: history.Budget, client: GatewayClient,
-                 counter: history.Counter, user: str = "-"):  # fmt: skip
+                 counter: history.Counter, user: str = "-", docs=None):  # fmt: skip
         self.scenario, self.chat, self.budget = scenario, chat, budget
         self.client, self.counter, self.user = client, counter, user
+        self.docs = docs  # a chat.docs_session.DocsSession for retrieval scenarios
         self.flow = Flow(scenario)
         self.history: list[history.Message] = []
 
@@ -65,7 +103,19 @@ class Conversation:
         out = Outcome("failed", stats)
         raw: list[str] = []
         try:
-            out.fitted = await history.fit(step.system, self.history, newest, self.counter, self.budget)
+            hits: list[Hit] = []
+            if self.scenario.retrieval and self.docs is not None:
+                found = await self.docs.retrieve(step.user)
+                out.retrieval_seconds = found.seconds
+                if not found.answerable:
+                    from ernie_ops.chat.docs_session import NO_ANSWER
+
+                    out.kind = "unanswered"
+                    await sink.say(NO_ANSWER)
+                    return out
+                hits = list(found.hits)
+            out.fitted, hits = await self._fit(step, newest, hits)
+            out.hits = hits
             stream = self.client.stream(out.fitted.messages, self.chat.max_tokens, self.chat.temperature, stats)
             async with contextlib.aclosing(stream) as pieces:  # a stop closes the upstream request now
                 async for piece in pieces:
@@ -74,8 +124,8 @@ class Conversation:
             text = "".join(raw)
             if self.chat.cleanup:
                 text = clean(text, self.chat.indent_cjk_paragraphs)
-            source = self.flow.values.get(self.scenario.source_field) if self.scenario.source_field else None
-            await sink.finish(text, source)
+            shown, sources = self._cite(text, hits, out)
+            await sink.finish(shown, sources)
             self.history += [newest, {"role": "assistant", "content": text}]
             out.kind = "done"
         except history.TooLong as exc:
@@ -94,19 +144,45 @@ class Conversation:
                 await sink.stopped()
             raise
         finally:
-            self.flow.finished(out.kind)
+            self.flow.finished("done" if out.kind == "unanswered" else out.kind)
             self._log(out)
         return out
+
+    async def _fit(self, step: Generate, newest: history.Message, hits: list[Hit]) -> tuple[history.Fitted, list[Hit]]:
+        """Fit the prompt; with passages, drop the lowest-ranked ones while even the bare prompt is too long."""
+        while True:
+            sent = {"role": "user", "content": docs_prompt(step.user, hits)} if hits else newest
+            try:
+                return await history.fit(step.system, self.history, sent, self.counter, self.budget), hits
+            except history.TooLong:
+                if len(hits) <= 1:
+                    raise
+                hits = hits[:-1]
+
+    def _cite(self, text: str, hits: list[Hit], out: Outcome) -> tuple[str, list[Source]]:
+        if hits:
+            cited = cite.place_markers(text, [h.text for h in hits], self.chat.docs.tokenizer)
+            out.cited = cited.used
+            shown = list(cited.used) or list(range(1, len(hits) + 1))  # nothing matched: show what was given
+            heading = "来源 / Sources" if cited.used else "检索到的段落 / Retrieved passages"
+            lines = "\n".join(f"- {passage_source(n, hits[n - 1]).name} {passage_source(n, hits[n - 1]).title}" for n in shown)
+            return f"{cited.text}\n\n**{heading}**\n{lines}", [passage_source(n, hits[n - 1]) for n in shown]
+        if self.scenario.source_field and (doc := self.flow.values.get(self.scenario.source_field)):
+            return text, [Source("原文 source", doc, display="inline")]
+        return text, []
 
     def _log(self, out: Outcome) -> None:
         s, f = out.stats, out.fitted
         assert s is not None
         ttft = f"{s.ttft:.3f}s" if s.ttft is not None else "-"
         kept = f"{f.kept_turns}/{f.total_turns}" if f else "-"
+        docs = ""
+        if out.retrieval_seconds is not None:
+            docs = f" retrieval={out.retrieval_seconds * 1000:.1f}ms passages={len(out.hits or [])} cited={out.cited or []}"
         log.info(
             "reply user=%s scenario=%s outcome=%s upstream=%s attempts=%d ttft=%s pieces=%d finish=%s prompt_tokens=%s "
             "limit=%s kept_turns=%s exact=%s tokenize_calls=%s seconds=%.2f%s",
             self.user, self.scenario.name.replace(" ", "_"), out.kind, s.upstream or "-", s.attempts, ttft, s.tokens,
             s.finish_reason or "-", f.tokens if f else "-", f.limit if f else "-", kept, f.exact if f else "-",
-            f.calls if f else "-", s.seconds, f" error={out.error}" if out.error else "",
+            f.calls if f else "-", s.seconds, docs + (f" error={out.error}" if out.error else ""),
         )  # fmt: skip

@@ -6,8 +6,10 @@ collecting_info state; its keyword test `"电话" in text and "地址" in text` 
 merely mentioned the words, here a value must be given and must match the field's pattern), then
 sends `prompt_template` filled with them and keeps them in the system prompt for follow-ups.
 
-The article's document Q&A retrieves passages from a vector store; without one here the user pastes
-the document, which the reply then shows as its source (the article's 引用溯源 button).
+The article's document Q&A retrieves passages from a vector store: here `retrieval: true` searches
+the SQLite index of `ernie_ops.docs` (the operator's collections and the user's uploads) and the
+reply links each passage it rests on (the article's 引用溯源). A scenario with `source_field` instead
+takes a pasted document and shows it under the reply.
 """
 
 from __future__ import annotations
@@ -41,15 +43,17 @@ BUILTIN: list[dict] = [
     },
     {
         "name": "文档问答 Docs",
-        "description": "内部技术文档问答：粘贴文档，再提问；回答附原文。 / Paste a document, then ask; the reply shows its source.",
-        "system_prompt": (
-            "你是内部技术文档助手。只根据用户提供的文档回答；文档中没有答案时直接说明。回答末尾引用所依据的原文句子。\n"
-            "Answer only from the user's document; say so when it has no answer; quote the sentences you used."
+        "description": (
+            "内部技术文档问答：检索已导入的文档或你上传的文件，回答附可点击的出处。 / "
+            "Ask the indexed documents or the files you upload; each answer links its sources."
         ),
-        "fields": [{"name": "document", "label": "文档原文 document text", "aliases": ["文档", "原文", "document"]}],
-        "prompt_template": "根据上面的文档回答 / Answer from the document above: {request}",
-        "source_field": "document",
-        "starters": ["这个服务的零停机切换是怎么做的？"],
+        "system_prompt": (
+            "你是内部技术文档助手。只根据用户消息中给出的编号资料回答；资料中没有答案时直接说明，不要编造。"
+            "回答简洁，用用户的语言。\n"
+            "You answer only from the numbered passages in the user's message; if they do not answer, say so. Be brief."
+        ),
+        "retrieval": True,
+        "starters": ["年假有多少天？", "How do I configure the VPN on Linux?"],
     },
     {
         "name": "营销文案 Marketing",

@@ -87,8 +87,14 @@ edit_message = false
 allow_thread_sharing = false
 favorites = false
 
+# On here because Chainlit checks uploads against this global switch; profiles that read no files
+# turn the paper clip off (app.py's config_overrides). Limits a little above chat.docs's own, so
+# a file over them gets the app's sentence naming the limit rather than Chainlit's generic refusal.
 [features.spontaneous_file_upload]
-    enabled = false
+    enabled = {"true" if any(s.retrieval for s in chat.effective_scenarios()) else "false"}
+    accept = ["*/*"]
+    max_files = {max(100, chat.docs.max_files_per_message * 10)}
+    max_size_mb = {min(1024, max(100, int(chat.docs.max_file_mb * 4)))}
 
 [features.audio]
     enabled = false

@@ -30,7 +30,7 @@ class SlowSink:
         self.tokens += 1
         await asyncio.sleep(0.02)
 
-    async def finish(self, text: str, source: str | None) -> None:
+    async def finish(self, text: str, sources: list) -> None:
         pass
 
     async def say(self, text: str) -> None:

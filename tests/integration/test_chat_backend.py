@@ -50,14 +50,16 @@ class Recorder:
         self.tokens: list[str] = []
         self.final: str | None = None
         self.source: str | None = None
+        self.sources: list = []
         self.said: list[str] = []
         self.failed: list[str] = []
 
     async def token(self, piece: str) -> None:
         self.tokens.append(piece)
 
-    async def finish(self, text: str, source: str | None) -> None:
-        self.final, self.source = text, source
+    async def finish(self, text: str, sources: list) -> None:
+        self.final, self.sources = text, sources
+        self.source = next((s.text for s in sources if s.display == "inline"), None)
 
     async def say(self, text: str) -> None:
         self.said.append(text)
@@ -181,11 +183,24 @@ def test_without_the_budget_vllm_refuses_the_same_conversation(stack):
     assert err.user_text == FRIENDLY["too_long"]
 
 
-def test_docs_scenario_answers_with_its_source(stack):
-    """The article's document Q&A: ask first, paste the document, the reply carries it as its source."""
+def pasted_doc_scenario():
+    """A configured scenario that takes a pasted document (`source_field`); the built-in Docs one retrieves."""
+    return config.ScenarioConfig.model_validate(
+        {
+            "name": "Pasted",
+            "system_prompt": "Answer only from the user's document.",
+            "fields": [{"name": "document", "label": "文档原文 document text", "aliases": ["文档", "document"]}],
+            "prompt_template": "根据上面的文档回答 / Answer from the document above: {request}",
+            "source_field": "document",
+        }
+    )
+
+
+def test_pasted_document_scenario_answers_with_its_source(stack):
+    """A scenario configured with `source_field`: ask first, paste the document, the reply carries it as its source."""
     ng, _ = stack
     chat = chat_cfg(max_tokens=32)
-    docs = next(s for s in chat.effective_scenarios() if s.source_field)
+    docs = pasted_doc_scenario()
     doc = "零停机切换：先启动新实例，健康检查通过后切换 nginx，验证，排空旧实例，最后停止它。"
 
     async def go():

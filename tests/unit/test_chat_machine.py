@@ -80,14 +80,23 @@ def test_marketing_fields_in_one_message_go_straight_to_generating():
     assert step.user == "请为【降噪耳机】撰写3条朋友圈文案，突出【轻薄，续航30小时】，面向【通勤白领】，每条不超过60字。"
 
 
-def test_docs_takes_a_pasted_document_whole():
-    flow = Flow(SCENARIOS["Docs"])
+def test_a_source_field_scenario_takes_a_pasted_document_whole():
+    pasted = config.ScenarioConfig.model_validate(
+        {
+            "name": "Pasted",
+            "system_prompt": "Answer only from the user's document.",
+            "fields": [{"name": "document", "label": "文档原文 document text", "aliases": ["文档", "原文", "document"]}],
+            "prompt_template": "根据上面的文档回答 / Answer from the document above: {request}",
+            "source_field": "document",
+        }
+    )
+    flow = Flow(pasted)
     assert isinstance(flow.on_user_message("切换怎么做？"), Ask)
     doc = "Cutover:\n1. start\n2. gate\n3. switch."
     step = flow.on_user_message(doc)
     assert isinstance(step, Generate) and flow.values["document"] == doc
     assert doc in step.system and step.user.endswith("切换怎么做？")
-    assert SCENARIOS["Docs"].source_field == "document"
+    assert SCENARIOS["Docs"].retrieval and not SCENARIOS["Docs"].fields  # the built-in Docs scenario retrieves instead
 
 
 def test_onboarding_date_pattern_and_labels_in_english():

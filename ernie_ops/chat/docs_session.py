@@ -1,0 +1,143 @@
+"""One chat session's documents, without Chainlit: what it may search, its own uploads, retrieval.
+
+A session searches the shared collections its user may read (chat.docs.collections; the user can
+narrow the choice in the chat settings, never widen it) plus the files uploaded in this very
+conversation, which belong to (user, conversation) and are never retrieved for anyone else. The
+SQLite work and the extraction child run in a worker thread, so a slow PDF never stalls the event
+loop that streams other users' replies; each call opens its own connection (sqlite3 connections are
+per thread), which costs about a millisecond.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ernie_ops.config import DocsConfig
+from ernie_ops.docs import ingest
+from ernie_ops.docs.model import DocumentError
+from ernie_ops.docs.retrieve import Retrieved, Retriever, allowed_collections
+from ernie_ops.docs.store import Index, Scope
+
+log = logging.getLogger("ernie_ops.chat")
+
+NO_ANSWER = (
+    "文档中没有找到能回答这个问题的内容，我不凭空作答。可以换个说法，或上传相关文档。\n"
+    "The documents do not answer this, so I will not guess. Try other words, or upload the document that does."
+)
+NO_DOCUMENTS = (
+    "还没有可检索的文档：请用输入框旁的回形针上传 PDF、Markdown、TXT 或 DOCX 文件，或把文件拖到这里。\n"
+    "There are no documents to search yet: attach PDF, Markdown, text or DOCX files with the paper clip, or drop them here."
+)
+
+
+@dataclass(frozen=True)
+class Upload:
+    path: str | None  # where Chainlit stored it
+    name: str  # the name the browser sent
+    size: int | None = None
+
+
+def open_index(cfg: DocsConfig) -> Index:
+    Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return Index(cfg.index_file, tokenizer=cfg.tokenizer)
+
+
+class DocsSession:
+    def __init__(self, cfg: DocsConfig, user: str, conversation: str, embed=None):
+        self.cfg, self.user, self.conversation, self.embed = cfg, user, conversation, embed
+        self.picked: list[str] | None = None  # the user's choice in the chat settings; None: all allowed
+
+    # -- scope ------------------------------------------------------------------------------------
+    def _allowed(self, index: Index) -> list[str]:
+        return allowed_collections(self.cfg, self.user, [c for c, _ in index.collections()])
+
+    def scope(self, index: Index) -> Scope:
+        allowed = self._allowed(index)
+        chosen = allowed if self.picked is None else [c for c in self.picked if c in allowed]
+        return Scope(collections=chosen, owner=self.user, conversation=self.conversation)
+
+    async def collections(self) -> list[str]:
+        def run() -> list[str]:
+            with open_index(self.cfg) as index:
+                return self._allowed(index)
+
+        return await asyncio.to_thread(run)
+
+    def pick(self, names: list[str] | None) -> None:
+        self.picked = None if names is None else list(names)
+
+    async def has_documents(self) -> bool:
+        def run() -> bool:
+            with open_index(self.cfg) as index:
+                return bool(index.documents(self.scope(index)))
+
+        return await asyncio.to_thread(run)
+
+    # -- uploads ----------------------------------------------------------------------------------
+    async def upload(self, files: list[Upload]) -> list[ingest.Outcome]:
+        """Index this conversation's files; one outcome per file (a refused file says why)."""
+        limit = self.cfg.max_files_per_message
+        if len(files) > limit:
+            return [
+                ingest.Outcome(
+                    f"{len(files)} files", "failed", reason="too_many",
+                    error=f"{len(files)} files at once: at most {limit} per message (chat.docs.max_files_per_message); "
+                    f"nothing was indexed, send them in smaller groups",
+                )
+            ]  # fmt: skip
+
+        def run() -> list[ingest.Outcome]:
+            out = []
+            with open_index(self.cfg) as index:
+                for f in files:
+                    out.append(self._one(index, f))
+            return out
+
+        return await asyncio.to_thread(run)
+
+    def _one(self, index: Index, f: Upload) -> ingest.Outcome:
+        try:
+            if f.size is not None and f.size > self.cfg.max_file_mb * 1048576:
+                raise DocumentError(f.name, "too_large", f"is {f.size / 1048576:.1f} MB; the limit is {self.cfg.max_file_mb:g} MB")
+            if not f.path:
+                raise DocumentError(f.name, "unreadable", "arrived without content; upload it again")
+            data = Path(f.path).read_bytes()
+            return ingest.index_bytes(
+                index, data, f.name, self.cfg, collection="uploads", owner=self.user, conversation=self.conversation, embed=self.embed
+            )
+        except DocumentError as exc:
+            log.info("docs: upload by %s refused: %s (%s)", self.user, exc, exc.reason)
+            return ingest.Outcome(exc.name or f.name, "failed", error=str(exc), reason=exc.reason)
+        except OSError as exc:
+            return ingest.Outcome(f.name, "failed", reason="unreadable", error=f"{f.name}: cannot be read: {exc.strerror or exc}")
+
+    async def forget(self) -> int:
+        """Drop this conversation's uploads (the chat ended: its memory is gone, so are its files)."""
+
+        def run() -> int:
+            with open_index(self.cfg) as index:
+                return index.remove_conversation(self.user, self.conversation)
+
+        return await asyncio.to_thread(run)
+
+    # -- retrieval --------------------------------------------------------------------------------
+    async def retrieve(self, question: str) -> Retrieved:
+        def run() -> Retrieved:
+            with open_index(self.cfg) as index:
+                return Retriever(index, self.cfg, self.embed).search(question, self.scope(index))
+
+        return await asyncio.to_thread(run)
+
+
+def upload_summary(outcomes: list[ingest.Outcome]) -> tuple[str, list[str]]:
+    """(a line for what was indexed, [one sentence per refused file])."""
+    done = [o for o in outcomes if o.action != "failed"]
+    parts = []
+    for o in done:
+        size = f"{o.pages} 页 pages, " if o.pages else ""
+        parts.append(f"{o.name} ({size}{o.chunks} 段 passages)")
+    line = ("已索引 / Indexed: " + "; ".join(parts)) if parts else ""
+    return line, [o.error for o in outcomes if o.action == "failed"]

@@ -1,0 +1,134 @@
+"""`ernie-ops docs add|sync|list|remove|search`: each a function over the index, returning data and lines.
+
+The CLI prints `lines` (or `data` with --json) and exits 1 when `ok` is false (a file that could
+not be indexed; the others are indexed all the same). Writers run as the index's owner (`owner`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+
+from ernie_ops.config import DocsConfig
+from ernie_ops.docs import ingest, owner
+from ernie_ops.docs.retrieve import Retriever, hit_dict
+from ernie_ops.docs.store import Index, Scope
+from ernie_ops.errors import UsageError
+
+
+@dataclass
+class Result:
+    data: dict | list
+    lines: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    ok: bool = True
+
+
+def _embedder(cfg: DocsConfig):
+    if not cfg.embeddings.enabled:
+        return None
+    import os
+
+    from ernie_ops.docs.embed import EmbeddingClient
+
+    client = EmbeddingClient(
+        cfg.embeddings.url, cfg.embeddings.model, cfg.embeddings.timeout_seconds, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None
+    )
+    return client.embed_sync
+
+
+def open_index(cfg: DocsConfig) -> Index:
+    from pathlib import Path
+
+    owner.become_owner_of(cfg.index_file)
+    Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return Index(cfg.index_file, tokenizer=cfg.tokenizer)
+
+
+def _report(report: ingest.Report) -> Result:
+    lines = []
+    for o in report.outcomes:
+        if o.action == "failed":
+            continue
+        detail = f" ({o.kind}, {f'{o.pages} pages, ' if o.pages else ''}{o.chunks} passages)" if o.action in ("added", "replaced") else ""
+        lines.append(f"{o.action:<9} {o.name}{detail}")
+    counts = {a: sum(o.action == a for o in report.outcomes) for a in ("added", "replaced", "unchanged", "removed", "failed")}
+    lines.append(", ".join(f"{n} {a}" for a, n in counts.items() if n) or "nothing to do")
+    return Result(report.as_dict(), lines, [o.error for o in report.failed], ok=not report.failed)
+
+
+COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+RESERVED = "uploads"  # the chat users' own files (private to a user's conversation)
+
+
+def _check_collections(names: list[str] | str | None) -> None:
+    for name in [names] if isinstance(names, str) else names or []:
+        if not COLLECTION.match(name):
+            raise UsageError(f"collection name {name!r}: use 1-64 letters, digits, '-' or '_', starting with a letter or digit")
+
+
+def run(cfg: DocsConfig, args: argparse.Namespace) -> Result:
+    cmd = args.docs_command
+    _check_collections(args.collection)
+    if cmd in ("add", "sync", "remove") and args.collection == RESERVED:
+        raise UsageError(f"'{RESERVED}' holds the chat users' own uploads; pick another collection name")
+    if cmd == "remove" and not args.names and not args.all:
+        raise UsageError("name the documents to remove, or --all for every document of --collection")
+    if cmd == "sync" and args.check and not os.path.exists(cfg.index_file):
+        # --check on a host without an index yet: compare against an empty one, create nothing there
+        with tempfile.TemporaryDirectory() as tmp, Index(os.path.join(tmp, "index.sqlite"), tokenizer=cfg.tokenizer) as empty:
+            return _report(ingest.sync_dir(empty, args.directory, cfg, args.collection, check=True))
+    with open_index(cfg) as index:
+        if cmd == "add":
+            return _report(ingest.add_paths(index, args.paths, cfg, args.collection, _embedder(cfg)))
+        if cmd == "sync":
+            return _report(ingest.sync_dir(index, args.directory, cfg, args.collection, _embedder(cfg), check=args.check))
+        if cmd == "list":
+            return _list(index, args.collection, args.uploads)
+        if cmd == "remove":
+            return _remove(index, args.collection, args.names, args.all)
+        return _search(index, cfg, args.question, args.collection, args.k)
+
+
+def _list(index: Index, collections: list[str] | None, uploads: bool) -> Result:
+    docs = index.documents(Scope(collections=collections), include_private=uploads)
+    data = [
+        {"id": d.doc_id, "collection": d.collection, "owner": d.owner, "name": d.name, "kind": d.kind, "pages": d.pages,
+         "passages": d.chunks, "bytes": d.size, "sha256": d.sha256, "added": d.added_at}
+        for d in docs
+    ]  # fmt: skip
+    lines = [f"{'collection':<16} {'document':<40} {'kind':<9} {'pages':>5} {'passages':>8}"]
+    for d in docs:
+        who = f" (upload of {d.owner})" if d.owner else ""
+        lines.append(f"{d.collection:<16} {d.name + who:<40} {d.kind:<9} {d.pages or '-':>5} {d.chunks:>8}")
+    lines.append(f"{len(docs)} document(s) in {index.path}")
+    return Result(data, lines)
+
+
+def _remove(index: Index, collection: str, names: list[str], every: bool) -> Result:
+    docs = index.documents(Scope(collections=[collection]))
+    by_name = {d.name: d for d in docs}
+    missing = [n for n in names if n not in by_name]
+    chosen = docs if every else [by_name[n] for n in names if n in by_name]
+    for d in chosen:
+        index.remove(d.doc_id)
+    lines = [f"removed   {d.name}" for d in chosen]
+    errors = [f"{n}: no such document in collection '{collection}' (see `ernie-ops docs list`)" for n in missing]
+    return Result({"removed": [d.name for d in chosen], "missing": missing}, lines, errors, ok=not missing)
+
+
+def _search(index: Index, cfg: DocsConfig, question: str, collections: list[str] | None, k: int | None) -> Result:
+    found = Retriever(index, cfg, _embedder(cfg)).search(question, Scope(collections=collections), k=k)
+    raw = index.search(question, Scope(collections=collections), k=k or cfg.top_k) if not found.answerable else found.hits
+    data = found.as_dict() | {"hits": [hit_dict(h) for h in raw]}
+    lines = []
+    for i, h in enumerate(raw, 1):
+        where = f", {h.where}" if h.where else ""
+        lines.append(f"【{i}】 {h.file}{where}  [{h.collection}]  score {h.score:.3f}  coverage {h.coverage:.2f}")
+        lines.append("    " + h.text.replace("\n", " ")[:300])
+    verdict = "answerable" if found.answerable else f"below the relevance gate (best coverage {found.best_coverage:.2f} < {cfg.min_coverage})"
+    lines.append(f"{len(raw)} passage(s), {found.seconds * 1000:.1f} ms; {verdict}")
+    return Result(data, lines)

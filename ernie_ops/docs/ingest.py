@@ -1,0 +1,162 @@
+"""A file into the index: name check, size check, isolated extraction, chunking, optional vectors, store.
+
+The one path for every way in: the chat app's uploads (private to a user's conversation), the
+operator's `ernie-ops docs add`, and `ernie-ops docs sync DIR` (the Ansible role's mirror of a
+directory: unchanged files are not re-read, changed ones replaced, deleted ones removed). Each file
+succeeds or fails alone: a bad file is reported with its sentence and the rest go on, and a failure
+inside extraction (a crash, a hang, a memory blow-up) stays in the child process `isolate` runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ernie_ops.config import DocsConfig
+from ernie_ops.docs import chunk as chunking
+from ernie_ops.docs import isolate
+from ernie_ops.docs.extract import SUFFIXES, Limits, check_name
+from ernie_ops.docs.model import DocumentError
+from ernie_ops.docs.store import Index, Scope
+
+log = logging.getLogger("ernie_ops.docs")
+
+Embedder = Callable[[list[str]], list[list[float]]]
+
+
+@dataclass
+class Outcome:
+    """What happened to one file: added, replaced, unchanged, removed, or failed (with `error` and `reason`)."""
+
+    name: str
+    action: str
+    doc_id: int | None = None
+    chunks: int = 0
+    pages: int | None = None
+    kind: str = ""
+    error: str = ""
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v not in ("", None)}
+
+
+@dataclass
+class Report:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.action == "failed"]
+
+    @property
+    def changed(self) -> bool:
+        return any(o.action in ("added", "replaced", "removed") for o in self.outcomes)
+
+    def as_dict(self) -> dict:
+        return {"ok": not self.failed, "changed": self.changed, "files": [o.as_dict() for o in self.outcomes]}
+
+
+def limits(cfg: DocsConfig) -> Limits:
+    return Limits(max_bytes=int(cfg.max_file_mb * 1024 * 1024), max_pages=cfg.max_pages)
+
+
+def index_bytes(
+    index: Index, data: bytes, raw_name: str | bytes, cfg: DocsConfig, *, collection: str = "default",
+    owner: str | None = None, conversation: str | None = None, embed: Embedder | None = None, name: str | None = None,
+    check: bool = False,
+) -> Outcome:  # fmt: skip
+    """Index one file's bytes; a DocumentError for bad input (the index is untouched then)."""
+    name = name or check_name(raw_name)
+    lim = limits(cfg)
+    if len(data) > lim.max_bytes:
+        raise DocumentError(name, "too_large", f"is {len(data) / 1048576:.1f} MB; the limit is {cfg.max_file_mb:g} MB (chat.docs.max_file_mb)")
+    sha = hashlib.sha256(data).hexdigest()
+    old = index.find(name, collection, owner, conversation)
+    if old is not None and old.sha256 == sha:
+        return Outcome(name, "unchanged", old.doc_id, old.chunks, old.pages, old.kind)
+    if check:  # --check: what would change, judged by checksum only (nothing is read further, nothing written)
+        return Outcome(name, "replaced" if old is not None else "added")
+    extracted = isolate.extract_isolated(data, name, lim, timeout=cfg.extract_timeout_seconds, memory_mb=cfg.extract_memory_mb)
+    chunks = chunking.chunk(extracted.sections, cfg.chunk_chars, cfg.overlap_chars)
+    if not chunks:
+        raise DocumentError(name, "no_text", "no text found; OCR is not supported")
+    vectors = embed([c.text for c in chunks]) if embed else None
+    doc_id = index.add(
+        name, sha, len(data), extracted.kind, chunks, collection=collection, owner=owner, conversation=conversation,
+        pages=extracted.pages, vectors=vectors,
+    )  # fmt: skip
+    action = "replaced" if old is not None else "added"
+    log.info("docs: %s %s (%s, %d passages) into %s%s", action, name, extracted.kind, len(chunks), collection, f" for {owner}" if owner else "")
+    return Outcome(name, action, doc_id, len(chunks), extracted.pages, extracted.kind)
+
+
+def _attempt(name: str, fn: Callable[[], Outcome]) -> Outcome:
+    try:
+        return fn()
+    except DocumentError as exc:
+        return Outcome(exc.name or name, "failed", error=str(exc), reason=exc.reason)
+
+
+def _read(path: Path, name: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DocumentError(name, "unreadable", f"cannot be read: {exc.strerror or exc}") from None
+
+
+def files_under(paths: Iterable[str | Path]) -> list[tuple[Path, str]]:
+    """(path, display name) for each file given, and each supported file under a directory given
+    (named by its path relative to that directory). A path that does not exist is a DocumentError."""
+    out: list[tuple[Path, str]] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            for f in sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in SUFFIXES and not q.name.startswith(".")):
+                out.append((f, f.relative_to(p).as_posix()))
+        elif p.exists():
+            out.append((p, os.fsdecode(p.name)))
+        else:
+            out.append((p, os.fsdecode(str(p))))
+    return out
+
+
+def _check_relative(rel: str) -> str:
+    """A sync name is a relative path: each part is checked as a file name."""
+    return "/".join(check_name(part) for part in rel.split("/"))
+
+
+def add_paths(
+    index: Index, paths: Iterable[str | Path], cfg: DocsConfig, collection: str, embed: Embedder | None = None, check: bool = False
+) -> Report:
+    report = Report()
+    for path, rel in files_under(paths):
+
+        def one(path: Path = path, rel: str = rel) -> Outcome:
+            if not path.exists():
+                raise DocumentError(rel, "missing", "does not exist; give a file or a directory")
+            name = _check_relative(rel)
+            return index_bytes(index, _read(path, name), name, cfg, collection=collection, embed=embed, name=name, check=check)
+
+        report.outcomes.append(_attempt(rel, one))
+    return report
+
+
+def sync_dir(
+    index: Index, directory: str | Path, cfg: DocsConfig, collection: str, embed: Embedder | None = None, check: bool = False
+) -> Report:
+    """Make `collection` hold exactly the supported files under `directory` (names: relative paths)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise DocumentError(str(root), "missing", "is not a directory; give the directory to mirror into the collection")
+    report = add_paths(index, [root], cfg, collection, embed, check)
+    present = {o.name for o in report.outcomes}
+    for doc in index.documents(Scope(collections=[collection])):
+        if doc.name not in present:
+            if not check:
+                index.remove(doc.doc_id)
+            report.outcomes.append(Outcome(doc.name, "removed", doc.doc_id))
+    return report
