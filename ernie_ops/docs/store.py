@@ -1,0 +1,670 @@
+"""The document index: one SQLite file holding documents, their passages, an FTS5 index over the
+passages' CJK-aware token text (BM25 ranking), and optionally dense vectors (sqlite-vec).
+
+Concurrency: WAL journal, synchronous=NORMAL, busy_timeout 10 s, foreign keys on. Every write is one
+`BEGIN IMMEDIATE ... COMMIT`, so several processes (chat app workers, the `ernie-ops docs` CLI) write one
+at a time and readers are never blocked. A writer that waits more than the busy timeout gets a
+StoreError sentence, never 'database is locked'. One `Index` holds one connection, guarded by a thread
+lock (the chat app calls it from worker threads).
+
+Opening (under an flock on `<file>.lock`, so two processes never both repair the same file):
+- a file that does not start with the SQLite header, or a SQLite database that is not ours
+  (PRAGMA application_id), is a StoreError naming it: we never move or touch a file we cannot
+  recognise (the path may point at something else by mistake);
+- a SQLite file that is damaged (`PRAGMA quick_check` fails, or SQLite calls it malformed) is kept aside
+  as `<name>.corrupt-<UTC stamp>` (its -wal/-shm too, renamed alongside; never overwritten or deleted)
+  and a fresh index is created; `Index.warnings` says so for the caller to show (documents must be
+  added again);
+- a schema newer than this code knows (PRAGMA user_version) is a StoreError: upgrade ernie-ops.
+
+Tables: `documents` (one row per file; owner NULL = shared in its collection; owner+conversation = a
+chat's upload; a unique key (collection, owner, conversation, name) with NULLs compared as equal),
+`chunks` (passages, ON DELETE CASCADE from documents; heading stored as a JSON array), `fts` (FTS5,
+`rowid` = chunk id, one column holding tokens.index_text(passage), tokenize='unicode61
+remove_diacritics 2'), `fts_vocab` (fts5vocab 'row': per-term document counts for IDF), `meta`
+(tokenizer name, vector dimension).
+
+Why a normal (content-storing) FTS5 table: SQLite here is 3.40, where a contentless table
+(content='') cannot DELETE rows (contentless_delete is 3.43+) except by replaying the exact tokens
+that were indexed, which a tokenizer upgrade (e.g. a new jieba dictionary) would silently break and
+corrupt the index. The stored token column costs about as much as the postings (tests/bench/store_bench.py
+prints both sizes); deletes are then a plain DELETE (a trigger on chunks, so the cascade from
+documents removes FTS rows too).
+
+The tokenizer: the index records which tokenizer built its token column. Opening it with another one
+re-tokenises every stored passage (the passages' text is the source of truth) in one write
+transaction, so changing DEFAULT_TOKENIZER needs no manual step; other openers wait for it (up to
+REBUILD_WAIT_MS). A process that had the index open before such a rebuild keeps its old tokenizer
+until it reopens (its queries then match less well, nothing breaks).
+
+Search: the question's terms (tokens.query_terms) are looked up in fts_vocab; terms found in more than
+COMMON_SHARE of all passages (and more than COMMON_MIN_DF passages) are dropped (when others remain) and at most MAX_QUERY_TERMS terms of
+highest IDF are kept: a bigram like '的是' would otherwise walk a posting list as long as the corpus on
+every query. The scope filter is part of the ranked query (WHERE ... ORDER BY bm25 LIMIT k), so another
+owner's large corpus cannot push the caller's passages out of the top k. Hit.score = -bm25 (higher is
+better); Hit.coverage = the IDF-weighted share of ALL the question's terms (pruned ones too, with their
+small weight) that occur in that passage, term presence checked by FTS5 itself: the chat app's gate
+for 'the documents do not answer this'. IDF (and BM25) use corpus-wide statistics, all owners included.
+
+Vectors (optional): a vec0 table created at the first add with vectors (dimension fixed then, cosine
+distance), with a metadata column `scope` ('s:<collection>' for shared passages, 'p:<json [owner,
+conversation]>' for private ones). search_dense filters on it inside the KNN query (`scope IN (...)`,
+supported by sqlite-vec 0.1.9), so the k nearest are the k nearest the caller may see. Hit.score =
+1 - cosine distance. sqlite-vec is loaded only when vectors are used; a Python whose sqlite3 cannot
+load extensions gets a StoreError then (lexical search keeps working).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import sqlite3
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ernie_ops.docs.model import Chunk, Hit
+from ernie_ops.errors import ErnieOpsError
+
+DEFAULT_TOKENIZER = "bigram"
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x45524E44  # 'ERND'
+BUSY_TIMEOUT_MS = 10_000
+REBUILD_WAIT_MS = 600_000
+MAX_QUERY_TERMS = 16
+COMMON_SHARE = 0.25
+COMMON_MIN_DF = 2000  # below this a posting list is cheap to walk, whatever its share (small corpora keep every term)
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE documents (
+    id INTEGER PRIMARY KEY,
+    collection TEXT NOT NULL,
+    owner TEXT,
+    conversation TEXT,
+    name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    pages INTEGER,
+    added_at TEXT NOT NULL,
+    chunks INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX documents_key ON documents (collection, coalesce(owner, x'00'), coalesce(conversation, x'00'), name);
+CREATE INDEX documents_owner ON documents (owner, conversation);
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id INTEGER NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    section INTEGER NOT NULL,
+    page INTEGER,
+    heading TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX chunks_doc ON chunks (doc_id, ord);
+CREATE VIRTUAL TABLE fts USING fts5 (tokens, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE fts_vocab USING fts5vocab (fts, 'row');
+CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN DELETE FROM fts WHERE rowid = old.id; END;
+"""
+
+
+class StoreError(ErnieOpsError):
+    """The document index cannot be opened or written: one sentence naming the file and what to do."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a search may see: shared documents (owner NULL) in `collections` (None = every collection),
+    plus the private documents of exactly `owner` and `conversation` (none when owner is None)."""
+
+    collections: list[str] | None = None
+    owner: str | None = None
+    conversation: str | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: int
+    collection: str
+    owner: str | None
+    conversation: str | None
+    name: str
+    sha256: str
+    size: int
+    kind: str
+    pages: int | None
+    added_at: str
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    documents: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    documents: int
+    chunks: int
+    bytes: int  # the database file plus its WAL
+    tokenizer: str
+    dimension: int | None  # of the dense vectors, None when there are none
+
+
+def _tokens():
+    from ernie_ops.docs import tokens  # imported late: a sibling module, and only needed once text moves
+
+    return tokens
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _os_error(path: Path, exc: OSError, doing: str) -> StoreError:
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "run as the chat app's user or fix the directory's owner"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space on its file system"
+    elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        reason, fix = "a part of that path is a file, not a directory", "point the index at a directory"
+    else:
+        fix = "fix it or point the index at another directory"
+    return StoreError(f"cannot {doing} the document index {path}: {reason}; {fix}")
+
+
+def _keep_aside(path: Path) -> Path:
+    """Rename a damaged database (and its -wal/-shm) to <name>.corrupt-<UTC stamp>[-n]; never over a file."""
+    stamp = _stamp()
+    for n in range(1000):
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            os.link(path, aside)
+        except FileExistsError:
+            continue
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                target = aside.with_name(aside.name + suffix)
+                if not target.exists():
+                    os.replace(side, target)
+        os.unlink(path)
+        return aside
+    raise FileExistsError(errno.EEXIST, "1000 corrupt copies from this second already exist", str(path))
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _check(conn: sqlite3.Connection) -> str | None:
+    """None if the database is sound, else what is wrong (the first quick_check line or SQLite's error)."""
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    if rows != [("ok",)]:
+        return str(rows[0][0]) if rows else "quick_check returned nothing"
+    return None
+
+
+def _vec_blob(vector: Sequence[float], dim: int, what: str) -> bytes:
+    if len(vector) != dim:
+        raise StoreError(f"{what} has {len(vector)} dimensions but the index holds {dim}-dimensional vectors; use the same embedding model")
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
+        raise StoreError(f"{what} holds a value that is not a finite number; check the embedding model's output")
+    return struct.pack(f"{dim}f", *vector)
+
+
+def _scope_keys(scope: Scope, collections: list[str]) -> list[str]:
+    keys = [f"s:{c}" for c in (collections if scope.collections is None else scope.collections)]
+    if scope.owner is not None:
+        keys.append(_private_key(scope.owner, scope.conversation))
+    return keys
+
+
+def _private_key(owner: str, conversation: str | None) -> str:
+    return "p:" + json.dumps([owner, conversation], ensure_ascii=False)
+
+
+def _scope_sql(scope: Scope) -> tuple[str, list]:
+    """The WHERE fragment (over documents aliased d) for a scope, and its parameters."""
+    parts, params = [], []
+    if scope.collections is None:
+        parts.append("d.owner IS NULL")
+    elif scope.collections:
+        parts.append(f"(d.owner IS NULL AND d.collection IN ({','.join('?' * len(scope.collections))}))")
+        params += list(scope.collections)
+    if scope.owner is not None:
+        parts.append("(d.owner = ? AND d.conversation IS ?)")
+        params += [scope.owner, scope.conversation]
+    return ("(" + " OR ".join(parts) + ")" if parts else "0"), params
+
+
+def _idf(df: int, n: int) -> float:
+    return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+
+
+_DOC_COLS = "id, collection, owner, conversation, name, sha256, size, kind, pages, added_at, chunks"
+_HIT_COLS = 'c.id, c.doc_id, d.collection, d.name, c.text, c.page, c.heading, c.start, c."end"'
+
+
+class Index:
+    """The document index in one SQLite file; see the module docstring for the rules it keeps."""
+
+    def __init__(self, path: str | Path, *, tokenizer: str = DEFAULT_TOKENIZER):
+        self.path = Path(path)
+        self.tokenizer = tokenizer
+        self.warnings: list[str] = []
+        self._lock = threading.RLock()
+        self._vec_loaded = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with _flock(self.path.with_name(self.path.name + ".lock")):
+                self._conn = self._open()
+        except OSError as exc:
+            raise _os_error(self.path, exc, "open") from None
+        try:
+            self._ensure_tokenizer()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ---- opening -------------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        path = self.path
+        head = b""
+        if path.exists():
+            with open(path, "rb") as f:
+                head = f.read(len(SQLITE_HEADER))
+        if head and head != SQLITE_HEADER:
+            raise StoreError(
+                f"{path} is not a SQLite database, so it is not a document index; move it away or point the index at another file"
+            )
+        conn = _connect(path)
+        problem = None
+        try:
+            problem = _check(conn) if head else None
+            if problem is None:
+                return self._prepare(conn)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                conn.close()
+                raise self._busy() from None
+            problem = str(exc)
+        except BaseException:
+            conn.close()
+            raise
+        conn.close()
+        aside = _keep_aside(path)
+        self.warnings.append(
+            f"the document index {path} was damaged ({problem}); kept it as {aside} and started an empty index: add the documents again"
+        )
+        return self._prepare(_connect(path))
+
+    def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if tables and app_id != APPLICATION_ID:
+                raise StoreError(
+                    f"{self.path} is a SQLite database of another program, not a document index; point the index at another file"
+                )
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer ernie-ops (index schema {version}, this one knows {SCHEMA_VERSION}); "
+                    "upgrade ernie-ops on this host or point the index at another file"
+                )
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                raise StoreError(f"{self.path} cannot use a WAL journal (is it on a network file system?); put the index on a local disk")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if version == 0:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                        # one statement at a time: executescript() would COMMIT this transaction
+                        for stmt in _SCHEMA.split(";\n"):
+                            if stmt.strip():
+                                conn.execute(stmt)
+                        conn.execute("INSERT INTO meta VALUES ('tokenizer', ?)", (self.tokenizer,))
+                        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            return conn
+        except BaseException:
+            conn.close()
+            raise
+
+    def _busy(self) -> StoreError:
+        return StoreError(
+            f"the document index {self.path} is busy: another process has been writing it for over {BUSY_TIMEOUT_MS // 1000} s; try again"
+        )
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _ensure_tokenizer(self) -> None:
+        """Re-tokenise every passage when the index was built with another tokenizer (see module doc)."""
+        if self._meta("tokenizer") == self.tokenizer:
+            return
+        tok = _tokens()
+        if self.tokenizer not in tok.TOKENIZERS:
+            raise StoreError(f"unknown tokenizer {self.tokenizer!r} for the document index; use one of {', '.join(tok.TOKENIZERS)}")
+        self._conn.execute(f"PRAGMA busy_timeout = {REBUILD_WAIT_MS}")
+        try:
+            with self._write():
+                if self._meta("tokenizer") == self.tokenizer:
+                    return
+                self._conn.execute("DELETE FROM fts")
+                rows = self._conn.execute("SELECT id, text FROM chunks").fetchall()
+                self._conn.executemany(
+                    "INSERT INTO fts (rowid, tokens) VALUES (?, ?)", ((cid, tok.index_text(text, self.tokenizer)) for cid, text in rows)
+                )
+                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('tokenizer', ?)", (self.tokenizer,))
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- transactions --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise self._busy() from None
+                raise
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException as exc:
+                self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    raise self._busy() from None
+                if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+                    raise StoreError(f"the document index {self.path} cannot grow: {exc}; free space on its file system") from None
+                raise
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (a consistent snapshot for the statements inside)."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    # ---- vectors -------------------------------------------------------------------------------
+    def _load_vec(self) -> None:
+        if self._vec_loaded:
+            return
+        try:
+            import sqlite_vec
+
+            self._conn.enable_load_extension(True)
+            try:
+                sqlite_vec.load(self._conn)
+            finally:
+                self._conn.enable_load_extension(False)
+        except (ImportError, AttributeError, sqlite3.OperationalError) as exc:
+            raise StoreError(
+                f"dense vectors need the sqlite-vec extension, which this Python cannot load ({exc}); "
+                "install sqlite-vec in a Python whose sqlite3 allows extensions, or turn embeddings off"
+            ) from None
+        self._vec_loaded = True
+
+    def _dimension(self) -> int | None:
+        value = self._meta("dimension")
+        return int(value) if value else None
+
+    def _delete_vectors(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+        if self._dimension() is None:
+            return
+        self._load_vec()
+        conn.execute(
+            f"DELETE FROM vec WHERE chunk_id IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where})", params
+        )
+
+    # ---- writing -------------------------------------------------------------------------------
+    def add(
+        self,
+        name: str,
+        sha256: str,
+        size: int,
+        kind: str,
+        chunks: Sequence[Chunk],
+        *,
+        collection: str = "default",
+        owner: str | None = None,
+        conversation: str | None = None,
+        pages: int | None = None,
+        vectors: Sequence[Sequence[float]] | None = None,
+    ) -> int:
+        """Store a document and its passages; the id. A document of the same name in the same collection,
+        owner and conversation is replaced in the same transaction (old rows gone and new rows in, or nothing changed)."""
+        if owner is None and conversation is not None:
+            raise StoreError(f"{name}: a conversation's document needs its owner; pass owner= as well")
+        if vectors is not None and len(vectors) != len(chunks):
+            raise StoreError(f"{name}: {len(vectors)} vectors for {len(chunks)} passages; embed every passage once")
+        tok = _tokens()
+        token_texts = [tok.index_text(c.text, self.tokenizer) for c in chunks]  # before the lock: the slow part
+        added_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if vectors is not None:
+            self._load_vec()
+        with self._write() as conn:
+            key = "d.collection = ? AND d.owner IS ? AND d.conversation IS ? AND d.name = ?"
+            kp = (collection, owner, conversation, name)
+            self._delete_vectors(conn, key, kp)
+            conn.execute(f"DELETE FROM documents AS d WHERE {key}", kp)
+            doc_id = conn.execute(
+                "INSERT INTO documents (collection, owner, conversation, name, sha256, size, kind, pages, added_at, chunks) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (collection, owner, conversation, name, sha256, size, kind, pages, added_at, len(chunks)),
+            ).lastrowid
+            ids = []
+            for ord_, c in enumerate(chunks):
+                ids.append(
+                    conn.execute(
+                        'INSERT INTO chunks (doc_id, ord, section, page, heading, start, "end", text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+                        (doc_id, ord_, c.section, c.page, json.dumps(list(c.heading), ensure_ascii=False), c.start, c.end, c.text),
+                    ).lastrowid
+                )
+            conn.executemany("INSERT INTO fts (rowid, tokens) VALUES (?, ?)", zip(ids, token_texts, strict=True))
+            if vectors is not None and vectors:
+                dim = self._dimension()
+                if dim is None:
+                    dim = len(vectors[0])
+                    if dim < 1:
+                        raise StoreError(f"{name}: an empty vector; check the embedding model")
+                    conn.execute(
+                        "CREATE VIRTUAL TABLE vec USING vec0 "
+                        f"(chunk_id INTEGER PRIMARY KEY, scope TEXT, embedding float[{dim}] distance_metric=cosine)"
+                    )
+                    conn.execute("INSERT INTO meta VALUES ('dimension', ?)", (str(dim),))
+                scope = f"s:{collection}" if owner is None else _private_key(owner, conversation)
+                conn.executemany(
+                    "INSERT INTO vec (chunk_id, scope, embedding) VALUES (?, ?, ?)",
+                    (
+                        (cid, scope, _vec_blob(v, dim, f"{name}: vector {i + 1}"))
+                        for i, (cid, v) in enumerate(zip(ids, vectors, strict=True))
+                    ),
+                )
+            return doc_id
+
+    def remove(self, doc_id: int) -> bool:
+        """Remove a document with its passages, FTS rows and vectors; False if there was none."""
+        with self._write() as conn:
+            self._delete_vectors(conn, "d.id = ?", (doc_id,))
+            return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
+
+    def remove_conversation(self, owner: str, conversation: str | None) -> int:
+        """Remove a chat's uploads (the documents of exactly that owner and conversation); how many."""
+        where, params = "d.owner = ? AND d.conversation IS ?", (owner, conversation)
+        with self._write() as conn:
+            self._delete_vectors(conn, where, params)
+            return conn.execute(f"DELETE FROM documents AS d WHERE {where}", params).rowcount
+
+    # ---- reading -------------------------------------------------------------------------------
+    def documents(self, scope: Scope | None = None) -> list[Document]:
+        """Every document (scope None: for the operator), or those a scope may see; by collection and name."""
+        where, params = _scope_sql(scope) if scope is not None else ("1", [])
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_DOC_COLS} FROM documents d WHERE {where} ORDER BY collection, owner IS NOT NULL, owner, conversation, name, id",
+                params,
+            ).fetchall()
+        return [Document(*r) for r in rows]
+
+    def find(self, name: str, collection: str = "default", owner: str | None = None, conversation: str | None = None) -> Document | None:
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {_DOC_COLS} FROM documents WHERE collection = ? AND owner IS ? AND conversation IS ? AND name = ?",
+                (collection, owner, conversation, name),
+            ).fetchone()
+        return Document(*row) if row else None
+
+    def collections(self) -> list[Collection]:
+        """The shared collections (documents with no owner) with their document and passage counts."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT collection, count(*), coalesce(sum(chunks), 0) FROM documents WHERE owner IS NULL "
+                "GROUP BY collection ORDER BY collection"
+            ).fetchall()
+        return [Collection(*r) for r in rows]
+
+    def stats(self) -> Stats:
+        with self._lock:
+            docs, chunks = self._conn.execute("SELECT count(*), coalesce(sum(chunks), 0) FROM documents").fetchone()
+            tokenizer = self._meta("tokenizer") or self.tokenizer
+            dim = self._dimension()
+        size = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                size += self.path.with_name(self.path.name + suffix).stat().st_size
+        return Stats(docs, chunks, size, tokenizer, dim)
+
+    def _hit(self, row: tuple, score: float, rank_name: str, rank: int) -> Hit:
+        cid, doc_id, collection, name, text, page, heading, start, end = row
+        return Hit(cid, doc_id, collection, name, text, score, page, tuple(json.loads(heading)), start, end, {rank_name: rank})
+
+    def _doc_freqs(self, conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+        """Passages containing each term: from fts_vocab (an index lookup) or, for a term FTS5 splits or
+        folds (not a vocabulary entry as given), by counting its phrase matches."""
+        tok = _tokens()
+        found = dict(conn.execute(f"SELECT term, doc FROM fts_vocab WHERE term IN ({','.join('?' * len(terms))})", terms).fetchall())
+        for t in terms:
+            if t not in found:
+                found[t] = conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (tok.fts_match([t]),)).fetchone()[0]
+        return found
+
+    def search(self, question: str, scope: Scope, k: int = 5) -> list[Hit]:
+        """The k passages the scope may see that best match the question (BM25), with coverage filled."""
+        tok = _tokens()
+        terms = list(dict.fromkeys(t for t in tok.query_terms(question, self.tokenizer) if t))
+        if not terms or k < 1:
+            return []
+        where, params = _scope_sql(scope)
+        with self._read() as conn:
+            n = conn.execute("SELECT coalesce(sum(chunks), 0) FROM documents").fetchone()[0]
+            if n == 0:
+                return []
+            df = self._doc_freqs(conn, terms)
+            idf = {t: _idf(df[t], n) for t in terms}
+            present = [t for t in terms if df[t] > 0]
+            if not present:
+                return []
+            kept = [t for t in present if df[t] <= max(COMMON_SHARE * n, COMMON_MIN_DF)] or present
+            kept = sorted(kept, key=lambda t: -idf[t])[:MAX_QUERY_TERMS]
+            rows = conn.execute(
+                f"SELECT {_HIT_COLS}, bm25(fts) FROM fts JOIN chunks c ON c.id = fts.rowid JOIN documents d ON d.id = c.doc_id "
+                f"WHERE fts MATCH ? AND {where} ORDER BY bm25(fts) LIMIT ?",
+                [tok.fts_match(kept), *params, k],
+            ).fetchall()
+            if not rows:
+                return []
+            ids = [r[0] for r in rows]
+            marks = ",".join("?" * len(ids))
+            has: dict[int, set[str]] = {cid: set() for cid in ids}
+            for t in present:
+                for (cid,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", [tok.fts_match([t]), *ids]):
+                    has[cid].add(t)
+        total = sum(idf.values())
+        hits = []
+        for rank, r in enumerate(rows, 1):
+            hit = self._hit(r[:9], -r[9], "lexical", rank)
+            hits.append(replace(hit, coverage=sum(idf[t] for t in has[hit.chunk_id]) / total if total else 0.0))
+        return hits
+
+    def search_dense(self, vector: Sequence[float], scope: Scope, k: int = 5) -> list[Hit]:
+        """The k passages the scope may see nearest the vector (cosine); [] when the index holds no vectors."""
+        if k < 1:
+            return []
+        with self._lock:
+            dim = self._dimension()
+            if dim is None:
+                return []
+            self._load_vec()
+            blob = _vec_blob(vector, dim, "the question's vector")
+            with self._read() as conn:
+                shared = [r[0] for r in conn.execute("SELECT DISTINCT collection FROM documents WHERE owner IS NULL")]
+                keys = _scope_keys(scope, shared)
+                if not keys:
+                    return []
+                near = conn.execute(
+                    "SELECT chunk_id, distance FROM vec WHERE embedding MATCH ? AND k = ? "
+                    f"AND scope IN ({','.join('?' * len(keys))}) ORDER BY distance",
+                    [blob, k, *keys],
+                ).fetchall()
+                if not near:
+                    return []
+                where, params = _scope_sql(scope)
+                dist = dict(near)
+                rows = conn.execute(
+                    f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                    f"WHERE c.id IN ({','.join('?' * len(dist))}) AND {where}",
+                    [*dist, *params],
+                ).fetchall()
+        rows.sort(key=lambda r: (dist[r[0]], r[0]))
+        return [self._hit(r, 1.0 - dist[r[0]], "dense", rank) for rank, r in enumerate(rows, 1)]
