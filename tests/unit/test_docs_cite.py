@@ -1,0 +1,214 @@
+"""Numbered passages for the prompt, markers placed after the sentences they support, and the sources list."""
+
+from __future__ import annotations
+
+import pytest
+
+from ernie_ops.docs.cite import MIN_OVERLAP, Cited, place_markers, prompt_block, sources_list
+from ernie_ops.docs.model import Hit
+from ernie_ops.docs.tokens import TOKENIZERS, query_terms, tokenize
+
+CJK_AWARE = [t for t in TOKENIZERS if t != "whitespace"]
+
+PASSAGES = [
+    "员工入职满一年后享有5天带薪年假，满十年后享有10天。年假需提前两周在OA系统中申请，经直属主管批准后生效。未休年假可顺延至次年3月31日。",
+    "VPN 配置：首次使用公司VPN前，请在IT门户下载客户端，使用工号和域密码登录。"
+    "服务器地址为 vpn.example.com，端口 443。如遇连接失败，请联系IT服务台分机8000。",
+    "To upgrade the inference server, stop the vllm service with systemctl stop vllm, replace the model directory, "
+    "then start the service again. The health endpoint /health returns 200 when the model is loaded.",
+    "Expense reports must be submitted within 30 days of the purchase. Receipts over 100 USD need a scanned copy attached. "
+    "Reports are approved by the finance team every Friday.",
+]
+
+# (sentence, the passage that supports it or None): copies, paraphrases a small model writes, generic and unrelated.
+SENTENCES = [
+    ("未休年假可顺延至次年3月31日。", 1),
+    ("工作满一年的员工每年有5天带薪年假。", 1),
+    ("年假要在OA系统里提前两周申请，主管批准后才生效。", 1),
+    ("你需要先从IT门户下载VPN客户端，然后用工号和域密码登录。", 2),
+    ("连接失败的话可以打电话给IT服务台，分机是8000。", 2),
+    ("The health endpoint /health returns 200 when the model is loaded.", 3),
+    ("First stop the vllm service using systemctl, swap in the new model directory and start it again.", 3),
+    ("You have 30 days after a purchase to submit the expense report.", 4),
+    ("Finance approves the reports each Friday.", 4),
+    ("希望以上信息对你有帮助！", None),
+    ("如果还有其他问题，请随时问我。", None),
+    ("公司食堂每天中午十二点开放，提供免费午餐。", None),
+    ("请注意保护个人隐私，不要泄露密码。", None),
+    ("Let me know if you need more help with this.", None),
+    ("I hope this answers your question about the process.", None),
+    ("The office is closed on public holidays and the parking lot is free.", None),
+    ("Make sure the model answers in the same language as the question.", None),
+]
+
+
+def hit(n: int, file: str, text: str, page: int | None = None, heading: tuple[str, ...] = ()) -> Hit:
+    return Hit(chunk_id=n, doc_id=n, collection="default", file=file, text=text, score=1.0, page=page, heading=heading)
+
+
+HITS = [
+    hit(1, "handbook.pdf", "  年假规定……  \n", page=3),
+    hit(2, "ops.md", "升级前先备份。", heading=("部署", "升级")),
+    hit(3, "notes.txt", "plain text"),
+]
+
+
+# --- the prompt block and the sources list ---------------------------------------------------------------------
+
+
+def test_prompt_block_numbers_passages_with_file_and_place():
+    assert (
+        prompt_block(HITS)
+        == "【1】(handbook.pdf, p. 3)\n年假规定……\n\n【2】(ops.md, 部署 > 升级)\n升级前先备份。\n\n【3】(notes.txt)\nplain text"
+    )
+    assert prompt_block([]) == ""
+
+
+def test_prompt_block_keeps_a_file_name_on_one_line():
+    assert prompt_block([hit(1, "a\nb\x00.md", "t")]) == "【1】(a b .md)\nt"
+
+
+def test_sources_list_follows_used_order():
+    assert sources_list(HITS, [2, 1]) == ["【2】 ops.md, 部署 > 升级", "【1】 handbook.pdf, p. 3"]
+    assert sources_list(HITS, []) == []
+
+
+def test_sources_list_escapes_markdown_in_file_names():
+    [line] = sources_list([hit(1, "[click](javascript:x)*_<b>|~~.md", "t", heading=("a_b",))], [1])
+    assert line == r"【1】 \[click\](javascript:x)\*\_\<b>\|\~\~.md, a\_b"
+
+
+def test_sources_list_refuses_a_number_that_is_no_passage():
+    with pytest.raises(ValueError, match="source number 4 is not one of the 3 passages"):
+        sources_list(HITS, [1, 4])
+
+
+# --- the overlap test that decides a marker --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokenizer", CJK_AWARE)
+def test_min_overlap_separates_support_from_noise(tokenizer):
+    """The calibration behind MIN_OVERLAP: supporting sentences clear it with room, the others stay well below."""
+    passage_sets = [set(tokenize(p, tokenizer)) for p in PASSAGES]
+    for sentence, source in SENTENCES:
+        terms = set(query_terms(sentence, tokenizer))
+        scores = [len(terms & p) / len(terms) for p in passage_sets]
+        if source:
+            assert scores[source - 1] >= MIN_OVERLAP + 0.1, (sentence, scores)
+        assert all(s <= MIN_OVERLAP - 0.15 for n, s in enumerate(scores, 1) if n != source), (sentence, scores)
+
+
+@pytest.mark.parametrize("tokenizer", CJK_AWARE)
+def test_each_sentence_gets_the_marker_of_its_passage_and_generic_ones_none(tokenizer):
+    reply = " ".join(s for s, _ in SENTENCES)
+    cited = place_markers(reply, PASSAGES, tokenizer)
+    expected = " ".join(s + (f"【{n}】" if n else "") for s, n in SENTENCES)
+    assert cited == Cited(expected, [1, 2, 3, 4])
+
+
+def test_markers_go_after_the_end_mark_and_closing_quote_before_whitespace():
+    reply = "未休年假可顺延至次年3月31日。」\n\nThe health endpoint /health returns 200 when the model is loaded.  \n"
+    assert place_markers(reply, PASSAGES, "bigram").text == (
+        "未休年假可顺延至次年3月31日。」【1】\n\nThe health endpoint /health returns 200 when the model is loaded.【3】  \n"
+    )
+
+
+def test_a_reply_that_supports_nothing_is_unchanged():
+    reply = "抱歉，我不知道。Let me know if you need more help with this."
+    assert place_markers(reply, PASSAGES, "jieba+bigram") == Cited(reply, [])
+    assert place_markers(reply, [], "bigram") == Cited(reply, [])
+    assert place_markers("", PASSAGES, "bigram") == Cited("", [])
+
+
+def test_used_is_in_first_use_order():
+    reply = "Finance approves the reports each Friday. 未休年假可顺延至次年3月31日。 Reports are approved by the finance team every Friday."
+    cited = place_markers(reply, PASSAGES, "bigram")
+    assert cited.used == [4, 1]
+    assert cited.text.count("【4】") == 2
+
+
+def test_a_close_runner_up_is_cited_too():
+    passages = ["年假需提前两周在OA系统中申请。", "年假需提前两周在OA系统中申请，主管批准。", "无关内容。"]
+    cited = place_markers("年假需提前两周在OA系统中申请。", passages, "bigram")
+    assert cited == Cited("年假需提前两周在OA系统中申请。【1】【2】", [1, 2])
+
+
+def test_a_stricter_min_overlap_marks_only_copies():
+    reply = "未休年假可顺延至次年3月31日。工作满一年的员工每年有5天带薪年假。"
+    assert (
+        place_markers(reply, PASSAGES, "bigram", min_overlap=1.0).text
+        == "未休年假可顺延至次年3月31日。【1】工作满一年的员工每年有5天带薪年假。"
+    )
+
+
+# --- the model's own markers -----------------------------------------------------------------------------------
+
+
+def test_model_markers_are_replaced_by_checked_ones():
+    health = "The health endpoint /health returns 200 when the model is loaded"
+    reply = f"未休年假可顺延至次年3月31日【2】。希望以上信息对你有帮助！【1】 {health} [9]."
+    cited = place_markers(reply, PASSAGES, "bigram")
+    assert cited == Cited(
+        f"未休年假可顺延至次年3月31日。【1】希望以上信息对你有帮助！ {health}.【3】",
+        [1, 3],
+    )
+
+
+def test_a_model_marker_that_passes_the_test_is_kept_beside_the_best():
+    passages = ["年假需提前两周在OA系统中申请，经主管批准。", "年假需提前两周申请。其他内容很多很多很多。", "无关。"]
+    sentence = "年假需提前两周在OA系统中申请。"
+    assert place_markers(sentence, passages, "bigram").text == sentence + "【1】"  # 2 scores 0.5, not within CLOSE of 1.0
+    assert place_markers(sentence + "[2]", passages, "bigram").text == sentence + "【1】【2】"
+    assert place_markers(sentence + "【3】", passages, "bigram").text == sentence + "【1】"
+
+
+@pytest.mark.parametrize("marker", ["【1】", "【 1 】", "【1, 2】", "【1，2】", "[1]", "[1,2]", "[^1]", " [1]"])
+def test_every_model_marker_form_is_taken_out(marker):
+    reply = f"希望以上信息对你有帮助{marker}。"
+    assert place_markers(reply, PASSAGES, "bigram").text == "希望以上信息对你有帮助。"
+
+
+def test_code_like_brackets_are_not_markers():
+    reply = "Set arr[1] to zero and see note(a)[2] later."
+    assert place_markers(reply, PASSAGES, "bigram").text == reply
+
+
+# --- where markers never go ------------------------------------------------------------------------------------
+
+
+def test_no_marker_inside_code_blocks_and_code_markers_are_left_alone():
+    reply = (
+        "Stop the vllm service and replace the model directory, then start the service again.\n"
+        "```bash\n"
+        "systemctl stop vllm  # stop the vllm service with systemctl stop vllm. replace the model directory [1]\n"
+        "```\n"
+        "~~~\nThe health endpoint /health returns 200 when the model is loaded.\n~~~\n"
+        "Done."
+    )
+    expected = reply.replace("start the service again.\n", "start the service again.【3】\n", 1)
+    assert place_markers(reply, PASSAGES, "bigram") == Cited(expected, [3])
+
+
+def test_an_unclosed_code_fence_runs_to_the_end():
+    reply = "```\nThe health endpoint /health returns 200 when the model is loaded.\n"
+    assert place_markers(reply, PASSAGES, "bigram").text == reply
+
+
+def test_no_marker_inside_inline_code_and_a_marker_after_it():
+    reply = (
+        "Check it with `curl /health. It returns 200 when the model is loaded.` now\n"
+        "The health endpoint `/health` returns 200 when the model is loaded"
+    )
+    cited = place_markers(reply, PASSAGES, "bigram")
+    assert "`curl /health. It returns 200 when the model is loaded.`" in cited.text
+    assert cited.text.endswith("`/health` returns 200 when the model is loaded【3】")
+
+
+def test_no_marker_after_headings_or_table_rows():
+    reply = (
+        "## The health endpoint returns 200 when the model is loaded\n"
+        "| health endpoint | returns 200 when the model is loaded |\n"
+        "- The health endpoint /health returns 200 when the model is loaded.\n"
+        "1.\n"
+    )
+    assert place_markers(reply, PASSAGES, "bigram").text == reply.replace("loaded.\n", "loaded.【3】\n")
