@@ -22,6 +22,7 @@ class Extracted:
     kind: str  # pdf | markdown | text | docx
     sections: list[Section]
     pages: int | None = None  # PDF page count
+    encoding: str | None = None  # text and Markdown: the encoding the bytes were decoded with (utf-8, gb18030...)
 
 
 @dataclass(frozen=True)
