@@ -207,7 +207,9 @@ class DocsConfig(_Section):
     chunk_chars: int = Field(400, ge=50, le=8000, description="passage size in characters")
     overlap_chars: int = Field(80, ge=0, le=4000, description="characters repeated between neighbouring passages")
     top_k: int = Field(4, ge=1, le=20, description="passages given to the model")
-    min_coverage: float = Field(0.5, ge=0.0, le=1.0, description="below this share of the question's terms in the best passage: 'the documents do not answer this'")
+    min_coverage: float = Field(
+        0.5, ge=0.0, le=1.0, description="below this share of the question's terms in the best passage: 'the documents do not answer this'"
+    )
     max_file_mb: float = Field(20.0, gt=0.0, le=1024.0)
     max_pages: int = Field(2000, ge=1, le=100000)
     max_files_per_message: int = Field(10, ge=1, le=200)

@@ -19,7 +19,7 @@ from ernie_ops import config
 from ernie_ops.chat import history, users
 from ernie_ops.chat.client import GatewayClient, Timeouts
 from ernie_ops.chat.conversation import Conversation, Source
-from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, upload_summary
+from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.errors import ConfigError, ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
@@ -49,6 +49,11 @@ if DOCS.embeddings.enabled:
     EMBED = _embedder.embed_sync
 # Chainlit checks uploads against the global switch (on, in the generated config.toml); a profile that
 # reads no files hides the paper clip with this override, and on_message refuses files sent anyway.
+try:
+    if dropped := forget_all_uploads(DOCS):
+        log.info("docs: %d upload(s) of chats of the previous run removed", dropped)
+except ErnieOpsError as exc:  # the app still serves its other scenarios; Docs says what is wrong
+    log.error("docs: the index %s cannot be used: %s", DOCS.index_file, exc)
 UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
 
 

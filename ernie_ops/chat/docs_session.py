@@ -20,6 +20,7 @@ from ernie_ops.docs import ingest
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.retrieve import Retrieved, Retriever, allowed_collections
 from ernie_ops.docs.store import Index, Scope
+from ernie_ops.errors import ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
 
@@ -41,7 +42,10 @@ class Upload:
 
 
 def open_index(cfg: DocsConfig) -> Index:
-    Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ErnieOpsError(f"cannot create the directory of chat.docs.index_file {cfg.index_file}: {exc.strerror or exc}") from None
     return Index(cfg.index_file, tokenizer=cfg.tokenizer)
 
 
@@ -52,7 +56,7 @@ class DocsSession:
 
     # -- scope ------------------------------------------------------------------------------------
     def _allowed(self, index: Index) -> list[str]:
-        return allowed_collections(self.cfg, self.user, [c for c, _ in index.collections()])
+        return allowed_collections(self.cfg, self.user, [c.name for c in index.collections()])
 
     def scope(self, index: Index) -> Scope:
         allowed = self._allowed(index)
@@ -130,6 +134,16 @@ class DocsSession:
                 return Retriever(index, self.cfg, self.embed).search(question, self.scope(index))
 
         return await asyncio.to_thread(run)
+
+
+def forget_all_uploads(cfg: DocsConfig) -> int:
+    """At the app's start: every chat of the previous process is gone (sessions live in memory), so are
+    the files uploaded into them."""
+    with open_index(cfg) as index:
+        private = [d for d in index.documents() if d.owner is not None]
+        for d in private:
+            index.remove(d.doc_id)
+    return len(private)
 
 
 def upload_summary(outcomes: list[ingest.Outcome]) -> tuple[str, list[str]]:

@@ -35,7 +35,10 @@ def _embedder(cfg: DocsConfig):
     from ernie_ops.docs.embed import EmbeddingClient
 
     client = EmbeddingClient(
-        cfg.embeddings.url, cfg.embeddings.model, cfg.embeddings.timeout_seconds, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None
+        cfg.embeddings.url,
+        cfg.embeddings.model,
+        cfg.embeddings.timeout_seconds,
+        api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None,
     )
     return client.embed_sync
 
@@ -94,7 +97,10 @@ def run(cfg: DocsConfig, args: argparse.Namespace) -> Result:
 
 
 def _list(index: Index, collections: list[str] | None, uploads: bool) -> Result:
-    docs = index.documents(Scope(collections=collections), include_private=uploads)
+    if uploads:
+        docs = [d for d in index.documents() if collections is None or d.collection in collections]
+    else:
+        docs = index.documents(Scope(collections=collections))
     data = [
         {"id": d.doc_id, "collection": d.collection, "owner": d.owner, "name": d.name, "kind": d.kind, "pages": d.pages,
          "passages": d.chunks, "bytes": d.size, "sha256": d.sha256, "added": d.added_at}
@@ -129,6 +135,8 @@ def _search(index: Index, cfg: DocsConfig, question: str, collections: list[str]
         where = f", {h.where}" if h.where else ""
         lines.append(f"【{i}】 {h.file}{where}  [{h.collection}]  score {h.score:.3f}  coverage {h.coverage:.2f}")
         lines.append("    " + h.text.replace("\n", " ")[:300])
-    verdict = "answerable" if found.answerable else f"below the relevance gate (best coverage {found.best_coverage:.2f} < {cfg.min_coverage})"
+    verdict = (
+        "answerable" if found.answerable else f"below the relevance gate (best coverage {found.best_coverage:.2f} < {cfg.min_coverage})"
+    )
     lines.append(f"{len(raw)} passage(s), {found.seconds * 1000:.1f} ms; {verdict}")
     return Result(data, lines)

@@ -74,7 +74,9 @@ def index_bytes(
     name = name or check_name(raw_name)
     lim = limits(cfg)
     if len(data) > lim.max_bytes:
-        raise DocumentError(name, "too_large", f"is {len(data) / 1048576:.1f} MB; the limit is {cfg.max_file_mb:g} MB (chat.docs.max_file_mb)")
+        raise DocumentError(
+            name, "too_large", f"is {len(data) / 1048576:.1f} MB; the limit is {cfg.max_file_mb:g} MB (chat.docs.max_file_mb)"
+        )
     sha = hashlib.sha256(data).hexdigest()
     old = index.find(name, collection, owner, conversation)
     if old is not None and old.sha256 == sha:
@@ -91,7 +93,9 @@ def index_bytes(
         pages=extracted.pages, vectors=vectors,
     )  # fmt: skip
     action = "replaced" if old is not None else "added"
-    log.info("docs: %s %s (%s, %d passages) into %s%s", action, name, extracted.kind, len(chunks), collection, f" for {owner}" if owner else "")
+    log.info(
+        "docs: %s %s (%s, %d passages) into %s%s", action, name, extracted.kind, len(chunks), collection, f" for {owner}" if owner else ""
+    )
     return Outcome(name, action, doc_id, len(chunks), extracted.pages, extracted.kind)
 
 

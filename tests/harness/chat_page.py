@@ -145,3 +145,18 @@ class ChatPage:
         if self.page.locator("#confirm").count():
             self.page.click("#confirm")
         self.wait_ready()
+
+    def attach(self, paths: list[Path]) -> None:
+        """Files into the composer through the paper clip's file input (Chainlit's spontaneous upload)."""
+        self.page.set_input_files("#upload-button-input", [str(p) for p in paths])
+        # each file shows as an attachment once uploaded to the session (Chainlit's POST /project/file)
+        self.page.wait_for_function("() => !document.querySelector('#upload-button-loading')", timeout=60_000)
+
+    def open_source(self, name: str) -> tuple[str, str]:
+        """Click the last reply's `name` (e.g. 【1】) and return the side panel's (title, text)."""
+        last = self.page.locator(ASSISTANT).last
+        last.get_by_text(name, exact=True).first.click()
+        content = self.page.locator("#side-view-content")
+        content.wait_for(state="visible", timeout=10_000)
+        title = self.page.locator("#side-view-title")
+        return (title.first.inner_text() if title.count() else ""), content.first.inner_text()
