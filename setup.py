@@ -23,6 +23,12 @@ setup(
         "pydantic>=2.6",
         "prometheus_client>=0.20",
         "psutil>=5.9",  # who holds a port (status, the cutover's preflight); vLLM needs it too
+        # Document Q&A (ernie_ops.docs): permissive licences only (BSD/MIT/Apache), all pure Python or small wheels.
+        "pypdf>=5",  # PDF text layer, incl. CJK fonts with ToUnicode maps and the Adobe CMaps (BSD)
+        "python-docx>=1.1",  # DOCX (MIT; lxml)
+        "markdown-it-py>=3",  # Markdown token stream with heading paths (MIT; rich depends on it too)
+        "rjieba>=0.2",  # Chinese word segmentation, jieba's dictionary in Rust (MIT)
+        "sqlite-vec>=0.1.6",  # the optional dense index inside the same SQLite file (Apache-2.0/MIT)
     ],
     extras_require={
         "vllm": ["vllm"],

@@ -203,7 +203,7 @@ class DocsConfig(_Section):
     tests/bench/docs_quality.py (see README: quality table)."""
 
     index_file: str = Field("/var/lib/ernie-ops-chat/docs/index.sqlite", min_length=1, description="SQLite index (chat app's state dir)")
-    tokenizer: Literal["whitespace", "bigram", "jieba", "jieba+bigram"] = "bigram"
+    tokenizer: str = Field("bigram", description="index tokens: bigram | jieba | jieba+bigram | unigram+bigram | whitespace")
     chunk_chars: int = Field(400, ge=50, le=8000, description="passage size in characters")
     overlap_chars: int = Field(80, ge=0, le=4000, description="characters repeated between neighbouring passages")
     top_k: int = Field(4, ge=1, le=20, description="passages given to the model")
@@ -219,6 +219,15 @@ class DocsConfig(_Section):
         default_factory=dict, description="read access per shared collection; a collection not listed is readable by every user"
     )
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        from ernie_ops.docs.tokens import TOKENIZERS
+
+        if value not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer; choose one of {', '.join(TOKENIZERS)}")
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> DocsConfig:
