@@ -169,8 +169,10 @@ def _inject_fault(fault: str, memory_mb: int) -> None:
         time.sleep(3600)
     elif fault == "oom":
         hoard = []
-        while True:  # 64 MB at a time until RLIMIT_AS stops it
+        for _ in range(2 * memory_mb // 64 + 1):  # 64 MB at a time until RLIMIT_AS stops it (MemoryError)
             hoard.append(bytearray(64 * 1024 * 1024))
+        sys.stderr.write(f"the {memory_mb} MB memory limit was not enforced\n")  # a bug: never reached with RLIMIT_AS
+        os._exit(3)
     elif fault == "garbage":
         sys.stdout.write("this is not JSON\n")
         sys.stdout.flush()
