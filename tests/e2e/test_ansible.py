@@ -8,10 +8,13 @@ upgrade under load, rerun (changed=0). Bad variables run against a third, fresh 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -51,6 +54,30 @@ def fleet(tiny_model_dir):
         yield f
     finally:
         f.down()
+
+
+KB = ["leave_policy.md", "vpn_linux.md", "parking.txt"]  # a small shared collection, synced by the chat role
+
+
+@pytest.fixture(scope="module")
+def kb(fleet):
+    """The controller's document directory for `ernie_chat_documents` (a copy: a test edits it)."""
+    src = Path(__file__).resolve().parents[1] / "data" / "docs_corpus"
+    kb = fleet.workdir / "kb"
+    kb.mkdir(exist_ok=True)
+    for name in KB:
+        shutil.copy(src / name, kb / name)
+    return kb
+
+
+def docs_vars(kb: Path) -> dict:
+    return {"ernie_chat_documents": [{"collection": "handbook", "src": str(kb)}]}
+
+
+def docs_on(sb: sandbox.Sandbox) -> dict[str, str]:
+    """{document name: sha256} of the host's `handbook` collection, read through the CLI."""
+    listed = json.loads(sb.run(f"{CLI} docs list -c handbook --json").stdout)
+    return {d["name"]: d["sha256"] for d in listed}
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +213,7 @@ def test_a_vllm_setting_change_reaches_traffic_by_a_cutover_under_load(fleet, fi
         assert sb.show("ernie-chainlit.service", "MainPID") == before[name][0], name
 
 
-def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run):
+def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run, kb):
     """A person is logged in (Chromium in ans-a's network namespace) when the operator changes chat.app_name:
     the app restarts (it reads its config once), the engine does not move, and the open page reconnects by
     itself and answers the next message without a new login."""
@@ -203,8 +230,10 @@ def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_
         chat.wait_ready()
         first = chat.reply(chat.send("Hello"))
         sockets = chat.sockets
-        run = fleet.playbook("site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED)
-        print(f"\nsite.yml with chat.app_name changed: {run.seconds:.0f} s; recap {run.recap()}")
+        run = fleet.playbook(
+            "site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb)
+        )
+        print(f"\nsite.yml with chat.app_name changed and a document collection: {run.seconds:.0f} s; recap {run.recap()}")
         print("\n".join(_applied(run)))
         assert run.rc == 0, run.output[-8000:]
         deadline = time.monotonic() + 90
@@ -223,15 +252,22 @@ def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_
         assert sb.show("ernie-chainlit.service", "MainPID") != before[name][0], (name, "the chat app was not restarted")
         assert _start_stamp(sb, "ernie-vllm@8000.service") == before[name][1], (name, "the engine moved for a chat setting")
         assert sb.run(f"{CLI} config check --json", check=False).stdout.count("ERNIE Support") == 1
+        # the same run synced the collection and indexed it, as the app's user
+        assert sorted(docs_on(sb)) == sorted(KB), name
+        hits = json.loads(sb.run(f"{CLI} docs search 年假有多少天 -c handbook --json").stdout)
+        assert hits["answerable"] and hits["hits"][0]["file"] == "leave_policy.md", (name, hits)
+        assert set(sb.run("stat -c %U /var/lib/ernie-ops-chat/docs/index.sqlite*").stdout.split()) == {"ernie"}, name
 
 
-def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run):
+def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run, kb):
     """Idempotence, after the upgrade and the two changes: same variables, nothing to do, nothing
     restarted, and site.yml must not drag traffic back to the port it routed on day one."""
     assert first_run.rc == 0, "needs the first run"
     units = ("ernie-vllm@8000.service", "ernie-chainlit.service")
     before = {name: [_start_stamp(sb, u) for u in units] for name, sb in fleet.hosts.items()}
-    again = fleet.playbook("site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED)
+    again = fleet.playbook(
+        "site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb)
+    )
     print(f"\nsecond site.yml: {again.seconds:.0f} s; recap {again.recap()}")
     assert again.rc == 0, again.output[-6000:]
     assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
@@ -241,12 +277,37 @@ def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_r
         assert [_start_stamp(sb, u) for u in units] == before[name], (name, "a unit restarted on a run that changed nothing")
 
 
+def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_run, kb):
+    """The chat role's document sync on serving hosts: an edited file is re-indexed, a deleted one leaves
+    the index, the untouched one is not re-read; the chat app keeps running throughout."""
+    assert first_run.rc == 0, "needs the first run"
+    before = {name: (docs_on(sb), sb.show("ernie-chainlit.service", "MainPID")) for name, sb in fleet.hosts.items()}
+    (kb / "leave_policy.md").write_text((kb / "leave_policy.md").read_text() + "\n## 补充\n\n自 2027 年起，年假另加 2 天。\n")
+    (kb / "parking.txt").unlink()
+    run = fleet.playbook("site.yml", "--tags", "chat", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED,
+                         ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb))  # fmt: skip
+    print(f"\nsite.yml --tags chat after editing one document and deleting another: {run.seconds:.0f} s; recap {run.recap()}")
+    assert run.rc == 0, run.output[-6000:]
+    assert all(h["changed"] >= 1 for h in run.recap().values()), run.recap()
+    edited = hashlib.sha256((kb / "leave_policy.md").read_bytes()).hexdigest()
+    for name, sb in fleet.hosts.items():
+        now_docs = docs_on(sb)
+        assert sorted(now_docs) == ["leave_policy.md", "vpn_linux.md"], (name, now_docs)
+        assert now_docs["leave_policy.md"] == edited != before[name][0]["leave_policy.md"]
+        assert now_docs["vpn_linux.md"] == before[name][0]["vpn_linux.md"]
+        hits = json.loads(sb.run(f"{CLI} docs search 2027年起年假另加几天 -c handbook --json").stdout)
+        assert "另加 2 天" in hits["hits"][0]["text"], (name, hits["hits"][:1])
+        assert sb.show("ernie-chainlit.service", "MainPID") == before[name][1], (name, "a document change restarted the app")
+
+
 @pytest.mark.parametrize("tag", ["vllm", "model", "ernie_ops", "nginx", "chat"])
-def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag):
+def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb):
     """`--tags chat` alone used to abort on a variable another role registers: each role, alone, on the
     provisioned hosts, finds nothing to change."""
     assert first_run.rc == 0, "needs the first run"
-    run = fleet.playbook("site.yml", "--tags", tag, ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED)
+    run = fleet.playbook(
+        "site.yml", "--tags", tag, ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb)
+    )
     print(f"\nsite.yml --tags {tag}: {run.seconds:.0f} s; recap {run.recap()}")
     assert run.rc == 0, run.output[-6000:]
     assert all(h["changed"] == 0 for h in run.recap().values()), run.changed_tasks()

@@ -17,11 +17,16 @@ import time
 
 import pytest
 
-from tests.harness import browser, host, sandbox, tiers
+from tests.harness import browser, doc_fixtures, host, sandbox, tiers
 from tests.harness.chat_page import ChatPage
 from tests.harness.paths import ARTIFACTS
 
 USER, PASSWORD = "alice", "pass-word-alice-1"
+BOB, BOB_PASSWORD = "bob", "pass-word-bob-22"
+DOCS_PROFILE = "文档问答 Docs"
+CORPUS_INSIDE = "/srv/share/tests/data/docs_corpus"  # the checkout is bound at /srv/share in the host
+NO_ANSWER = "文档中没有找到能回答这个问题的内容"  # the start of docs_session.NO_ANSWER
+TTFT: dict[str, list[float]] = {"General": [], "Docs": []}
 MAX_TOKENS = 300
 PY = f"{host.VENV_INSIDE}/bin/python"
 SHOTS = ARTIFACTS / "ui"
@@ -35,7 +40,7 @@ if reason:
 @pytest.fixture(scope="module")
 def sb(tiny_model_dir):
     chat = {"max_tokens": MAX_TOKENS, "extra_body": {"ignore_eos": True}}
-    box = host.boot("chat-ui", tiny_model_dir, [8000, 8001], gateway=True, chat_users={USER: PASSWORD},
+    box = host.boot("chat-ui", tiny_model_dir, [8000, 8001], gateway=True, chat_users={USER: PASSWORD, BOB: BOB_PASSWORD},
                     config_extra={"chat": chat, "health": {"smoke_timeout_seconds": 10.0}})  # fmt: skip
     try:
         # 8001 loads meanwhile (its own core) for the cutover at the end, which then adopts it.
@@ -151,6 +156,103 @@ def test_long_conversation_is_cut_to_the_budget_without_errors(chat, sb):
     print(f"\nkept/total turns: {kept}, prompt tokens: {[x['prompt_tokens'] for x in lines]} (limit {lines[0]['limit']})")
     assert kept[-1][0] < kept[-1][1] == 3 and max(k for k, _ in kept) >= 1  # older turns dropped, newer kept ...
     assert all(x["exact"] == "True" and int(x["prompt_tokens"]) <= int(x["limit"]) for x in lines)  # ... by the real count
+
+
+# --- document Q&A (issue 10): the operator's collection, uploads, sources in the side panel, isolation ---
+
+
+def test_docs_answer_cites_the_operators_collection_and_opens_the_passage(chat, sb):
+    r = host.cli(sb, "docs", "add", CORPUS_INSIDE, "--collection", "handbook", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(json.loads(r.stdout)["files"]) >= 30
+    # run as root, the CLI wrote as the app's user: the app can still write its index (-wal, -shm)
+    owners = sb.run("stat -c %U /var/lib/ernie-ops-chat/docs/index.sqlite*").stdout.split()
+    assert set(owners) == {"ernie"}, owners
+    chat.choose_profile(DOCS_PROFILE)
+    since = now(sb)
+    n0 = chat.send("年假有多少天？")
+    reply = chat.reply(n0)
+    chat.shot("10a-docs-answer-with-sources")
+    assert "leave_policy.md" in reply.text and "【1】" in reply.text, reply.text
+    title, text = chat.open_source("【1】")
+    chat.shot("10b-docs-source-in-side-panel")
+    print(f"\nside panel: {title!r}: {text[:120]!r}")
+    assert "年假" in text and "leave_policy.md" in title + text
+    (line,) = replies(sb, since)
+    assert line["outcome"] == "done" and int(line["passages"]) >= 1 and line["upstream"].startswith("127.0.0.1:"), line
+
+
+def test_docs_upload_of_a_pdf_and_a_markdown_file_then_ask(chat, sb, tmp_path_factory):
+    d = tmp_path_factory.mktemp("uploads")
+    pdf, md = d / "部署手册.pdf", d / "guide.md"
+    pdf.write_bytes(doc_fixtures.zh_pdf("ttf"))
+    md.write_bytes(doc_fixtures.markdown_zh())
+    chat.attach([pdf, md])
+    chat.shot("11a-docs-files-attached")
+    n0 = chat.send("日志保存在 /var/log/ernie 目录吗？保留多久？")
+    reply = chat.reply(n0)
+    chat.shot("11b-docs-answer-from-upload")
+    shown = "\n".join(chat.assistant_texts()[n0:])
+    assert "已索引 / Indexed" in shown and "部署手册.pdf (2 页 pages" in shown and "guide.md" in shown, shown
+    assert "部署手册.pdf, p. 2" in reply.text, reply.text  # the page the answer is on
+    (line,) = [x for x in reply.text.splitlines() if "部署手册.pdf, p. 2" in x]
+    name = re.search(r"【\d+】", line).group(0)
+    title, text = chat.open_source(name)
+    assert "/var/log/ernie" in text or "部署手册.pdf" in title + text
+
+
+def test_docs_bad_upload_is_one_sentence_and_nothing_else_changes(chat, sb, tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    bad = d / "损坏.pdf"
+    bad.write_bytes(doc_fixtures.truncated_pdf())
+    n_before = len(chat.assistant_texts())
+    chat.attach([bad])
+    chat.send("看看这个文件")
+    msgs = "[...document.querySelectorAll('[data-step-type=\"assistant_message\"]')]"
+    chat.page.wait_for_function(
+        f"(n) => {msgs}.slice(n).some(e => e.innerText.includes('损坏.pdf'))",
+        arg=n_before,
+        timeout=60_000,
+    )
+    chat.reply(n_before)
+    chat.shot("12-docs-corrupt-upload")
+    shown = [t for t in chat.assistant_texts()[n_before:] if "损坏.pdf" in t]
+    print(f"\nshown: {shown}")
+    assert shown and all("Traceback" not in t for t in shown)
+    assert sb.run(["systemctl", "is-active", host.CHAT_UNIT], check=False).stdout.strip() == "active"
+
+
+def test_docs_question_the_documents_do_not_answer_never_reaches_the_model(chat, sb):
+    since = now(sb)
+    n0 = chat.send("火星上的天气怎么样？")
+    reply = chat.reply(n0)
+    chat.shot("13-docs-not-in-the-documents")
+    assert reply.text.startswith(NO_ANSWER), reply.text
+    (line,) = replies(sb, since)
+    assert line["outcome"] == "unanswered" and line["attempts"] == "0" and line["upstream"] == "-", line
+
+
+def test_docs_another_user_never_gets_alices_upload(chat, sb):
+    with browser.chromium(netns_pid=sb.pid) as b:
+        page = b.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
+        bob = ChatPage(page, "http://127.0.0.1", SHOTS)
+        bob.login(BOB, BOB_PASSWORD)
+        bob.wait_ready()
+        bob.choose_profile(DOCS_PROFILE)
+        n0 = bob.send("日志保存在 /var/log/ernie 目录吗？保留多久？")  # alice's upload answers this for her
+        reply = bob.reply(n0)
+        bob.shot("14-docs-bob-does-not-see-alices-upload")
+        assert "部署手册.pdf" not in reply.text and "guide.md" not in reply.text, reply.text
+
+
+def test_docs_time_to_first_token_against_general(chat, sb):
+    """Retrieval's cost as a person sees it: TTFT in the browser, Docs vs General, alternating."""
+    for profile, question in [("通用助手 General", "请介绍一下年假制度。"), (DOCS_PROFILE, "年假有多少天？")] * 2:
+        chat.choose_profile(profile)
+        reply = chat.reply(chat.send(question))
+        TTFT[profile.split()[-1]].append(reply.ttft)
+    print(f"\nbrowser TTFT: General {[round(t, 3) for t in TTFT['General']]}, Docs {[round(t, 3) for t in TTFT['Docs']]}")
+    assert all(t is not None for v in TTFT.values() for t in v)
 
 
 def test_message_in_flight_during_cutover_completes(chat, sb):

@@ -64,7 +64,15 @@ def test_chainlit_config_is_generated_from_ours(cfg, tmp_path):
     toml = tomllib.loads((tmp_path / "state" / ".chainlit" / "config.toml").read_text())
     assert toml["UI"]["name"] == 'Say "hi"'
     assert toml["project"]["session_timeout"] == 3600
-    assert toml["features"]["spontaneous_file_upload"]["enabled"] is False  # nothing handles uploads
+    upload = toml["features"]["spontaneous_file_upload"]
+    # on because the built-in Docs scenario reads uploads (the other profiles hide the clip: app.py's override);
+    # Chainlit's own limits lie above chat.docs's so the app's sentence, not Chainlit's refusal, names the limit
+    assert upload["enabled"] is True and upload["max_size_mb"] > cfg.chat.docs.max_file_mb
+    assert upload["max_files"] >= 100 > cfg.chat.docs.max_files_per_message
+    no_docs = config.parse("chat:\n  scenarios:\n    - {name: Only, system_prompt: hi}\n")
+    server.prepare(no_docs, tmp_path / "plain")
+    plain = tomllib.loads((tmp_path / "plain" / ".chainlit" / "config.toml").read_text())
+    assert plain["features"]["spontaneous_file_upload"]["enabled"] is False  # nothing would read a file
     assert toml["features"]["edit_message"] is False and toml["features"]["unsafe_allow_html"] is False
     assert toml["meta"]["generated_by"] == server.CHAINLIT_VERSION
     assert "客服 Support" in (tmp_path / "state" / "chainlit.md").read_text()
