@@ -134,7 +134,7 @@ _KEEP = re.compile(r"([\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff60\u202
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 _NEWLINES = dict.fromkeys(map(ord, "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), "\n")
 _LINE_BREAKS_AND_ZERO_WIDTH = _NEWLINES | _ZERO_WIDTH
-_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # and lone surrogates (broken ToUnicode maps)
 _SPACES = re.compile(r"[^\S\n]{2,}|[^\S \n]")  # a run of whitespace, or one that is not a plain space
 # Han, CJK punctuation, kana, full-width forms (not Hangul: Korean separates words with spaces)
 _CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003134f"

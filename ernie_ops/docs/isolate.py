@@ -206,7 +206,8 @@ def _child() -> int:
     except Exception as exc:
         error = as_document_error(exc, name)
         answer = {"error": {"reason": error.reason, "message": str(error).removeprefix(f"{name}: ")}}
-    sys.stdout.buffer.write(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
+    # backslashreplace writes a lone surrogate (a non-UTF-8 name) as the JSON escape \udcXX, which reads back as itself
+    sys.stdout.buffer.write(json.dumps(answer, ensure_ascii=False).encode("utf-8", "backslashreplace"))
     sys.stdout.buffer.flush()
     return 0
 

@@ -255,6 +255,7 @@ def test_normalize_keeps_chinese_punctuation_and_folds_the_rest():
     assert normalize("部 署\t 前  请\u200b检查。 VPN  配置 ") == "部署前请检查。 VPN 配置"  # CJK-Latin spaces stay
     assert normalize("a\r\n\r\n\r\nb\x00c\x0cd") == "a\nbc\nd"
     assert normalize("한국어 단어") == "한국어 단어"  # Hangul keeps its word spaces
+    assert normalize("坏\udc80字") == "坏字"  # a lone surrogate (broken ToUnicode map) would break UTF-8 output
 
 
 # ------------------------------------------------------------------------------------ types and size
@@ -394,6 +395,16 @@ def test_isolated_extraction_returns_the_childs_document_error_unchanged():
     with pytest.raises(DocumentError) as there:
         extract_isolated(fx.encrypted_pdf(), "secret.pdf", timeout=30)
     assert (there.value.reason, str(there.value)) == (here.value.reason, str(here.value))
+
+
+def test_isolated_extraction_of_a_file_with_an_unchecked_non_utf8_name_reports_its_own_error():
+    """The name travels to the child and back in JSON; a surrogate-escaped byte must not crash the answer."""
+    name = os.fsdecode(b"r\xe9sum\xe9.txt")
+    with pytest.raises(DocumentError) as info:
+        extract_isolated(b"", name, timeout=30)
+    assert info.value.reason == "empty" and info.value.name == name
+    result = extract_isolated(b"caf\xc3\xa9 menu, five items", name, timeout=30)
+    assert result.sections[0].text == "café menu, five items"
 
 
 def test_isolated_limits_reach_the_child():
