@@ -1,6 +1,7 @@
 """Document fixtures for the document Q&A tests (unit, integration, browser): each function returns the bytes
-of one file, generated here (no downloads), deterministic and fast; the texts they carry are constants so a
-test can assert exactly what extraction must give back.
+of one file, generated here (no downloads), deterministic and fast (each built once per process with
+functools.cache: bytes are immutable); the texts they carry are constants so a test can assert exactly what
+extraction must give back.
 
 Chinese PDFs come in the two font kinds real files use:
 - "ttf": an embedded TrueType subset of WenQuanYi Micro Hei (the reader maps glyphs back via the embedded
@@ -16,6 +17,7 @@ reportlab and python-docx are test dependencies only.
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 import zipfile
@@ -144,15 +146,18 @@ def pdf_pages(pages: list[list[str]], font: str = "helvetica") -> bytes:
     return buf.getvalue()
 
 
+@functools.cache
 def zh_pdf(font: str = "ttf") -> bytes:
     """ZH_PAGES in a Chinese font: "ttf" (embedded TrueType subset) or "cid" (STSong-Light, not embedded)."""
     return pdf_pages(ZH_PAGES, font)
 
 
+@functools.cache
 def en_pdf() -> bytes:
     return pdf_pages(EN_PAGES)
 
 
+@functools.cache
 def text_pdf(pages: int = 50, lines: int = 40) -> bytes:
     """A long English text PDF (throughput): page n's first line is 'Page n.'."""
     body = [f"Page {n}." for n in range(1, pages + 1)]
@@ -160,6 +165,7 @@ def text_pdf(pages: int = 50, lines: int = 40) -> bytes:
     return pdf_pages([[first] + [f"{filler} Line {i}." for i in range(1, lines)] for first in body])
 
 
+@functools.cache
 def zh_pdf_per_glyph(font: str = "ttf") -> bytes:
     """One page whose PER_GLYPH_LINE is drawn character by character (one text object per glyph, 1 pt apart)."""
     from reportlab.pdfbase import pdfmetrics
@@ -177,6 +183,7 @@ def zh_pdf_per_glyph(font: str = "ttf") -> bytes:
     return buf.getvalue()
 
 
+@functools.cache
 def encrypted_pdf(user_password: str = ENCRYPTED_PASSWORD) -> bytes:
     """EN_PAGES encrypted with AES-256 (pypdf's writer.encrypt). user_password="" gives a file any viewer opens
     without asking (only the owner password restricts editing). Not byte-reproducible: the IV is random."""
@@ -189,6 +196,7 @@ def encrypted_pdf(user_password: str = ENCRYPTED_PASSWORD) -> bytes:
     return out.getvalue()
 
 
+@functools.cache
 def scanned_pdf(pages: int = 2) -> bytes:
     """Pages with only drawings (grey bars where text lines would be), no text layer: a scan as far as a text
     extractor can tell."""
@@ -213,6 +221,7 @@ def markdown_zh() -> bytes:
     return MARKDOWN_ZH.encode()
 
 
+@functools.cache
 def docx_file() -> bytes:
     """DOCX_BLOCKS as paragraphs (Heading n styles) and DOCX_TABLE at the end."""
     import docx
@@ -240,8 +249,9 @@ def _zip_fixed_time(data: bytes) -> bytes:
     return out.getvalue()
 
 
-def zip_bomb_docx(unzipped_mb: int = 64) -> bytes:
-    """A valid DOCX whose word/document.xml is padded with `unzipped_mb` MB of spaces: ~65 KB on disk, a
+@functools.cache
+def zip_bomb_docx(unzipped_mb: int = 32) -> bytes:
+    """A valid DOCX whose word/document.xml is padded with `unzipped_mb` MB of spaces: ~70 KB on disk, a
     1000:1 ratio; a reader that does not check member sizes first parses all of it."""
     head = (
         b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
@@ -265,6 +275,7 @@ def zip_bomb_docx(unzipped_mb: int = 64) -> bytes:
     return out.getvalue()
 
 
+@functools.cache
 def xlsx_like() -> bytes:
     """A zip that looks like an Excel workbook (xl/workbook.xml): an unsupported type."""
     out = io.BytesIO()
@@ -279,6 +290,7 @@ PNG_1PX = bytes.fromhex(
 )
 
 
+@functools.cache
 def whitespace_text(with_sentence: bool = True, size: int = 200_000) -> bytes:
     """~99% whitespace (spaces, tabs, newlines, ideographic spaces); with one real sentence in the middle or
     only two stray characters."""
