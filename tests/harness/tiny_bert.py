@@ -7,13 +7,16 @@ which the CPU backend supports for head sizes 32, 64, ...), so `--runner pooling
 1_Pooling, 2_Normalize): vLLM reads them for CLS pooling and L2 normalisation.
 
 The vocabulary covers every ASCII letter and digit (alone and as a `##` continuation, so any English word
-tokenises without [UNK]), the words of `TEXT`, and every CJK character of `TEXT` (BERT's tokenizer splits CJK
-text into single characters), so the Chinese of `TEXT` tokenises to real ids. Its vectors are noise: tests
-check plumbing, never quality. Run as a script to build one: `python -m tests.harness.tiny_bert DIR`.
+tokenises without [UNK]), the words of `TEXT`, every CJK character of `TEXT` and the `COMMON_CJK` most frequent
+characters of jieba's dictionary (BERT's tokenizer splits CJK text into single characters): Chinese text
+tokenises to real ids (the test corpus's 905 distinct characters all but 7). Its vectors are noise: tests
+check plumbing, never quality; `reference()` gives the vectors transformers computes for a few texts, for a
+server's answers to be compared with. Run as a script to build one: `python -m tests.harness.tiny_bert DIR`.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -25,7 +28,9 @@ from pathlib import Path
 SERVED_NAME = "bert-tiny"
 HIDDEN_SIZE = 64  # 2 heads of 32: a head size vLLM's CPU attention accepts
 MAX_POSITIONS = 512
+COMMON_CJK = 3500  # the corpus under tests/data/docs_corpus: 7 characters missing at 3500, 54 at 2000 (measured)
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WIDE_PUNCT = "，。、；：？！“”‘’（）《》【】「」『』〈〉—…·～×÷°％"
 TEXT = """\
 部署 > 升级：升级前先备份配置文件，再停止旧实例，启动新实例并检查健康状态，确认无误后切换流量。
 年假规定：员工入职满一年后每年享有五天带薪年假，满十年后享有十天，未休完的年假可以顺延到下一年三月底。
@@ -42,6 +47,8 @@ Expense reports need receipts and the travel itinerary within one week; the fina
 The quick brown fox jumps over the lazy dog. Document search with citations, embeddings and vector index.
 """
 
+REFERENCE_TEXTS = [TEXT.splitlines()[i] for i in (0, 1, 2, 8, 11)]  # Chinese, mixed (VPN 配置), English
+
 
 def fingerprint() -> str:
     """Changes when this generator changes, so a cached model is rebuilt exactly then."""
@@ -52,13 +59,28 @@ def _is_cjk(ch: str) -> bool:
     return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
 
 
-def vocabulary(text: str = TEXT) -> list[str]:
-    """WordPiece vocabulary: specials, ASCII characters and continuations, the words and CJK characters of `text`."""
+def common_cjk(n: int = COMMON_CJK) -> list[str]:
+    """The n CJK characters most frequent in jieba's dictionary (characters weighted by their words' counts)."""
+    import jieba
+
+    counts: collections.Counter[str] = collections.Counter()
+    with open(Path(jieba.__file__).with_name("dict.txt"), encoding="utf-8") as f:
+        for line in f:
+            word, freq, *_ = line.split()
+            for ch in word:
+                if _is_cjk(ch):
+                    counts[ch] += int(freq)
+    return [ch for ch, _ in counts.most_common(n)]
+
+
+def vocabulary(text: str = TEXT, common: list[str] | None = None) -> list[str]:
+    """WordPiece vocabulary: specials, ASCII characters and continuations, the words and CJK characters of
+    `text`, then the `common` CJK characters."""
     ascii_chars = list(string.ascii_lowercase + string.digits + string.punctuation)
     pieces = SPECIAL + ascii_chars + [f"##{c}" for c in string.ascii_lowercase + string.digits]
     words = sorted({w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 1})
-    cjk = sorted({ch for ch in text if _is_cjk(ch)})
-    punct = sorted({ch for ch in text if not ch.isascii() and not _is_cjk(ch) and not ch.isspace()})
+    cjk = sorted({ch for ch in text if _is_cjk(ch)}) + list(common or [])
+    punct = sorted({ch for ch in text + WIDE_PUNCT if not ch.isascii() and not _is_cjk(ch) and not ch.isspace()})
     seen: set[str] = set()
     return [p for p in pieces + words + cjk + punct if not (p in seen or seen.add(p))]
 
@@ -84,7 +106,7 @@ def build(out: Path) -> Path:
     from transformers import BertConfig, BertModel, BertTokenizer
 
     out.mkdir(parents=True, exist_ok=True)
-    vocab = vocabulary()
+    vocab = vocabulary(TEXT, common_cjk())
     ids = {piece: i for i, piece in enumerate(vocab)}
     tok = BertTokenizer(vocab=ids, do_lower_case=True, tokenize_chinese_chars=True, model_max_length=MAX_POSITIONS)
     tok.save_pretrained(out)
@@ -102,12 +124,22 @@ def build(out: Path) -> Path:
         initializer_range=0.5,  # at BERT's 0.02 the CLS vectors of any two texts have cosine 1.000 (measured)
         torch_dtype="float32",
     )
-    BertModel(cfg, add_pooling_layer=True).save_pretrained(out, safe_serialization=True)
+    model = BertModel(cfg, add_pooling_layer=True).eval()
+    model.save_pretrained(out, safe_serialization=True)
     _sentence_transformers_files(out)
-    (out / "bert-tiny.json").write_text(json.dumps({"fingerprint": fingerprint(), "served_name": SERVED_NAME, "dimension": HIDDEN_SIZE}))
+    with torch.no_grad():  # what a server must return for these texts: the CLS vector, L2-normalised
+        cls = model(**tok(REFERENCE_TEXTS, padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+    reference = {"texts": REFERENCE_TEXTS, "vectors": torch.nn.functional.normalize(cls, dim=-1).tolist()}
+    meta = {"fingerprint": fingerprint(), "served_name": SERVED_NAME, "dimension": HIDDEN_SIZE, "reference": reference}
+    (out / "bert-tiny.json").write_text(json.dumps(meta, ensure_ascii=False))
     for path in [out, *out.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return out
+
+
+def reference(model_dir: Path) -> dict:
+    """{"texts": [...], "vectors": [...]}: the model's own normalised CLS vectors, computed by transformers at build."""
+    return json.loads((model_dir / "bert-tiny.json").read_text())["reference"]
 
 
 def cached(cache_root: Path) -> Path:
