@@ -99,10 +99,11 @@ class EmbeddingClient:
         return {"timeout": self.timeout, "headers": self._headers, "verify": _ssl_context()}
 
     @classmethod
-    def from_config(cls, cfg: EmbeddingsConfig, *, dimension: int | None = None) -> EmbeddingClient:
+    def from_config(cls, cfg: EmbeddingsConfig, *, api_key: str | None = None, dimension: int | None = None) -> EmbeddingClient:
+        """The client `chat.docs.embeddings` describes (its batch size too); `dimension`: the index's, if it holds vectors."""
         if not cfg.url or not cfg.model:
             raise EmbeddingError("input", f"{SETTING} needs `url` and `model` (the vLLM embedding server and its served name)")
-        return cls(cfg.url, cfg.model, cfg.timeout_seconds, batch_size=cfg.batch_size, dimension=dimension)
+        return cls(cfg.url, cfg.model, cfg.timeout_seconds, api_key, batch_size=cfg.batch_size, dimension=dimension)
 
     @property
     def _where(self) -> str:

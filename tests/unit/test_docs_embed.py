@@ -253,7 +253,7 @@ def test_a_dimension_other_than_the_index_is_caught_in_a_later_batch(stub) -> No
 
 def test_from_config_and_bad_arguments() -> None:
     cfg = EmbeddingsConfig(enabled=True, url="http://127.0.0.1:8100", model=MODEL, timeout_seconds=7.0, batch_size=3)
-    client = EmbeddingClient.from_config(cfg, dimension=64)
+    client = EmbeddingClient.from_config(cfg, api_key="k", dimension=64)
     assert (client.url, client.model, client.timeout, client.batch_size, client.dimension) == (
         "http://127.0.0.1:8100/v1/embeddings",
         MODEL,
@@ -261,6 +261,7 @@ def test_from_config_and_bad_arguments() -> None:
         3,
         64,
     )
+    assert client._headers == {"Authorization": "Bearer k"}
     with pytest.raises(EmbeddingError, match=r"chat\.docs\.embeddings needs `url` and `model`"):
         EmbeddingClient.from_config(EmbeddingsConfig())
     with pytest.raises(ValueError, match="batch_size"):
