@@ -228,6 +228,24 @@ def suggest(rows: Sequence[GateRow]) -> GateRow:
 # ---- the run ------------------------------------------------------------------------------------
 
 
+def source_state() -> str:
+    """The commit the bench ran on, and whether ernie_ops/docs had uncommitted changes (numbers depend on them)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "ernie_ops/docs"], capture_output=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git)"
+    changed = [line[3:] for line in dirty.splitlines()]
+    return head + (f" + uncommitted changes in {', '.join(changed)}" if changed else "")
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
@@ -313,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         "product defaults",
         f"tokenizer={cfg.tokenizer} chunk_chars={cfg.chunk_chars} overlap_chars={cfg.overlap_chars} min_coverage={cfg.min_coverage}",
     )
+    params.add_row("source", source_state())
     params.add_row("python / sqlite", f"{sys.version.split()[0]} / {__import__('sqlite3').sqlite_version}")
     con.print(params)
 

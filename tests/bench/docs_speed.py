@@ -36,7 +36,7 @@ from ernie_ops.docs.chunk import chunk, split_sentences
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope
-from tests.bench.docs_quality import load_corpus, load_golden
+from tests.bench.docs_quality import load_corpus, load_golden, source_state
 from tests.bench.store_bench import measure
 from tests.harness.doc_fixtures import pdf_pages
 
@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md-copies", type=int, default=30, help="copies of the corpus's Markdown files to ingest")
     p.add_argument("--docx-copies", type=int, default=3, help="copies of the corpus as DOCX files")
     p.add_argument("--tokenizer", default=cfg.tokenizer, choices=tokens.TOKENIZERS)
+    p.add_argument("--no-ingest", action="store_true", help="only the latency table")
     p.add_argument("--repeat", type=int, default=3, help="each golden question is asked this many times per size")
     a = p.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
@@ -188,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_row("settings", f"tokenizer={a.tokenizer} chunk_chars={cfg.chunk_chars} overlap_chars={cfg.overlap_chars} top_k={cfg.top_k}")
     run.add_row("sentences", f"{len(sentences['zh'])} Chinese, {len(sentences['en'])} English, from {len(corpus)} corpus files")
     run.add_row("questions", f"{len(answerable) + len(unanswerable)} golden questions x {a.repeat} per size")
+    run.add_row("source", source_state())
+    run.add_row(
+        "load average", " ".join(f"{x:.1f}" for x in __import__("os").getloadavg()) + f" on {__import__('os').cpu_count()} CPUs (at start)"
+    )
     run.add_row("python / sqlite", f"{__import__('sys').version.split()[0]} / {sqlite3.sqlite_version}")
     con.print(run)
 
@@ -224,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     for c in ("format", "files", "pages", "MB", "passages", "extract s", "chunk s", "index s", "pages/s", "MB/s", "passages/s"):
         ing.add_column(c, justify="right" if c != "format" else "left")
     with tempfile.TemporaryDirectory(prefix="docs-speed-") as tmp:
-        for label, make in kinds:
+        for label, make in [] if a.no_ingest else kinds:
             files = make()
             index = Index(Path(tmp) / f"ingest-{len(ing.rows)}.sqlite", tokenizer=a.tokenizer)
             ph = ingest(index, files, cfg)
@@ -235,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ph.chunk:.2f}", f"{ph.index:.2f}", f"{ph.pages / ph.total:.0f}" if ph.pages else "-", f"{mb / ph.total:.2f}",
                 f"{ph.passages / ph.total:.0f}",
             )  # fmt: skip
-        con.print(ing)
+        if not a.no_ingest:
+            con.print(ing)
 
         lat = Table(
             title=f"Query latency (Index.search, k={cfg.top_k}, all shared documents, recombined real sentences)", title_justify="left"
