@@ -19,17 +19,22 @@ Opening (under an flock on `<file>.lock`, so two processes never both repair the
 
 Tables: `documents` (one row per file; owner NULL = shared in its collection; owner+conversation = a
 chat's upload; a unique key (collection, owner, conversation, name) with NULLs compared as equal),
-`chunks` (passages, ON DELETE CASCADE from documents; heading stored as a JSON array), `fts` (FTS5,
-`rowid` = chunk id, one column holding tokens.index_text(passage), tokenize='unicode61
-remove_diacritics 2'), `fts_vocab` (fts5vocab 'row': per-term document counts for IDF), `meta`
-(tokenizer name, vector dimension).
+`chunks` (where each passage is: ON DELETE CASCADE from documents; heading as a JSON array), `texts`
+(the passages' text, apart so the ranked query's per-row chunk->document lookups stay in a narrow,
+cached table), `fts` (FTS5, rowid = chunk id, one column holding tokens.index_text(passage),
+tokenize='unicode61 remove_diacritics 2'), `terms` (per token, how many passages hold it: the IDF
+and the query planning below; kept in the same transactions as the rows), `totals` (passage count),
+`meta` (tokenizer name, vector dimension). A trigger on chunks deletes the passage's FTS row and
+text, so deleting a document (the cascade) leaves nothing behind.
 
 Why a normal (content-storing) FTS5 table: SQLite here is 3.40, where a contentless table
 (content='') cannot DELETE rows (contentless_delete is 3.43+) except by replaying the exact tokens
 that were indexed, which a tokenizer upgrade (e.g. a new jieba dictionary) would silently break and
-corrupt the index. The stored token column costs about as much as the postings (tests/bench/store_bench.py
-prints both sizes); deletes are then a plain DELETE (a trigger on chunks, so the cascade from
-documents removes FTS rows too).
+corrupt the index. Measured (tests/bench/store_bench.py --contentless, bigram, 10k passages of ~300
+characters): the FTS5 postings ~1.1 KB/passage, the stored token column ~1.4 KB/passage more; that
+price buys plain deletes and the token text the coverage check reads. Why `terms` instead of
+fts5vocab: fts5vocab's document count walks the term's whole posting list (5-25 ms per question at
+100k passages); a WITHOUT ROWID lookup is microseconds.
 
 The tokenizer: the index records which tokenizer built its token column. Opening it with another one
 re-tokenises every stored passage (the passages' text is the source of truth) in one write
@@ -37,14 +42,18 @@ transaction, so changing DEFAULT_TOKENIZER needs no manual step; other openers w
 REBUILD_WAIT_MS). A process that had the index open before such a rebuild keeps its old tokenizer
 until it reopens (its queries then match less well, nothing breaks).
 
-Search: the question's terms (tokens.query_terms) are looked up in fts_vocab; terms found in more than
-COMMON_SHARE of all passages (and more than COMMON_MIN_DF passages) are dropped (when others remain) and at most MAX_QUERY_TERMS terms of
-highest IDF are kept: a bigram like '的是' would otherwise walk a posting list as long as the corpus on
-every query. The scope filter is part of the ranked query (WHERE ... ORDER BY bm25 LIMIT k), so another
+Search: FTS5 computes BM25 for every passage the MATCH selects (~2 us of CPU each here), so the cost
+is the sum of the kept terms' posting lists. The question's terms (tokens.query_terms) are taken
+rarest first while their document frequencies fit POSTINGS_BUDGET (the most common terms, which BM25
+weighs least, are dropped: a bigram like '的是' would otherwise make every question walk most of the
+corpus); when even the rarest term is over the budget, the passages holding all of the (up to three)
+rarest terms are ranked instead, and only if there are none, the rarest term's. A small corpus keeps
+every term. The scope filter is part of the ranked query (WHERE ... ORDER BY bm25 LIMIT k), so another
 owner's large corpus cannot push the caller's passages out of the top k. Hit.score = -bm25 (higher is
-better); Hit.coverage = the IDF-weighted share of ALL the question's terms (pruned ones too, with their
-small weight) that occur in that passage, term presence checked by FTS5 itself: the chat app's gate
-for 'the documents do not answer this'. IDF (and BM25) use corpus-wide statistics, all owners included.
+better); Hit.coverage = the IDF-weighted share of ALL the question's terms (dropped ones too, with their
+small weight; a term in no passage with the largest weight) found among the passage's indexed tokens
+(case and diacritics folded as unicode61 does): the chat app's gate for 'the documents do not answer
+this'. IDF (and BM25) use corpus-wide statistics, all owners included.
 
 Vectors (optional): a vec0 table created at the first add with vectors (dimension fixed then, cosine
 distance), with a metadata column `scope` ('s:<collection>' for shared passages, 'p:<json [owner,
@@ -65,7 +74,9 @@ import os
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,8 +90,9 @@ APPLICATION_ID = 0x45524E44  # 'ERND'
 BUSY_TIMEOUT_MS = 10_000
 REBUILD_WAIT_MS = 600_000
 MAX_QUERY_TERMS = 16
-COMMON_SHARE = 0.25
-COMMON_MIN_DF = 2000  # below this a posting list is cheap to walk, whatever its share (small corpora keep every term)
+CACHE_KB = 16_384  # SQLite's page cache per connection (the default 2 MB misses on every chunk lookup at 100k)
+MMAP_BYTES = 256 << 20  # read through the OS page cache, shared by all workers
+POSTINGS_BUDGET = 10_000  # rows a query may rank: BM25 costs ~2 us of CPU per matching row here
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 _SCHEMA = """
@@ -108,13 +120,17 @@ CREATE TABLE chunks (
     page INTEGER,
     heading TEXT NOT NULL,
     start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL,
-    text TEXT NOT NULL
+    "end" INTEGER NOT NULL
 );
 CREATE INDEX chunks_doc ON chunks (doc_id, ord);
+CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5 (tokens, tokenize = 'unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE fts_vocab USING fts5vocab (fts, 'row');
-CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN DELETE FROM fts WHERE rowid = old.id; END;
+CREATE TABLE terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 1), passages INTEGER NOT NULL);
+INSERT INTO totals VALUES (1, 0);
+CREATE TRIGGER chunks_delete AFTER DELETE ON chunks BEGIN DELETE FROM fts WHERE rowid = old.id; DELETE FROM texts WHERE id = old.id; END;
+CREATE TRIGGER documents_insert AFTER INSERT ON documents BEGIN UPDATE totals SET passages = passages + new.chunks; END;
+CREATE TRIGGER documents_delete AFTER DELETE ON documents BEGIN UPDATE totals SET passages = passages - old.chunks; END;
 """
 
 
@@ -266,12 +282,40 @@ def _scope_sql(scope: Scope) -> tuple[str, list]:
     return ("(" + " OR ".join(parts) + ")" if parts else "0"), params
 
 
+def _fold(text: str) -> str:
+    """Case and diacritics folded as FTS5's unicode61 (remove_diacritics 2) does, near enough to compare tokens."""
+    text = text.casefold()
+    if text.isascii():
+        return text
+    split = unicodedata.normalize("NFKD", text)
+    if len(split) == len(text):  # nothing decomposed (CJK, or tokens.py's NFKC output without accents): no marks to drop
+        return text
+    return "".join(ch for ch in split if not unicodedata.combining(ch))
+
+
+def _term_counts(token_texts: Iterable[str]) -> Counter[str]:
+    """In how many of these passages each (folded) token occurs."""
+    counts: Counter[str] = Counter()
+    for text in token_texts:
+        counts.update(set(_fold(text).split()))
+    return counts
+
+
+def _adjust_terms(conn: sqlite3.Connection, counts: Counter[str], sign: int) -> None:
+    """Add (sign +1) or take away (-1) passages' term counts in `terms`, the document frequencies search reads."""
+    if sign > 0:
+        conn.executemany("INSERT INTO terms VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df", counts.items())
+    else:
+        conn.executemany("UPDATE terms SET df = df - ? WHERE term = ?", ((n, t) for t, n in counts.items()))
+        conn.executemany("DELETE FROM terms WHERE term = ? AND df <= 0", ((t,) for t in counts))
+
+
 def _idf(df: int, n: int) -> float:
     return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
 
 
 _DOC_COLS = "id, collection, owner, conversation, name, sha256, size, kind, pages, added_at, chunks"
-_HIT_COLS = 'c.id, c.doc_id, d.collection, d.name, c.text, c.page, c.heading, c.start, c."end"'
+_HIT_COLS = 'c.id, c.doc_id, d.collection, d.name, (SELECT text FROM texts WHERE id = c.id), c.page, c.heading, c.start, c."end"'
 
 
 class Index:
@@ -345,6 +389,8 @@ class Index:
                 raise StoreError(f"{self.path} cannot use a WAL journal (is it on a network file system?); put the index on a local disk")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             if version == 0:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -387,10 +433,11 @@ class Index:
                 if self._meta("tokenizer") == self.tokenizer:
                     return
                 self._conn.execute("DELETE FROM fts")
-                rows = self._conn.execute("SELECT id, text FROM chunks").fetchall()
-                self._conn.executemany(
-                    "INSERT INTO fts (rowid, tokens) VALUES (?, ?)", ((cid, tok.index_text(text, self.tokenizer)) for cid, text in rows)
-                )
+                self._conn.execute("DELETE FROM terms")
+                rows = self._conn.execute("SELECT id, text FROM texts").fetchall()
+                indexed = [(cid, tok.index_text(text, self.tokenizer)) for cid, text in rows]
+                self._conn.executemany("INSERT INTO fts (rowid, tokens) VALUES (?, ?)", indexed)
+                _adjust_terms(self._conn, _term_counts(t for _, t in indexed), +1)
                 self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('tokenizer', ?)", (self.tokenizer,))
         finally:
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -459,7 +506,13 @@ class Index:
         value = self._meta("dimension")
         return int(value) if value else None
 
-    def _delete_vectors(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+    def _forget(self, conn: sqlite3.Connection, where: str, params: Sequence) -> None:
+        """Before documents (`where` over documents d) are deleted: their terms' counts and their vectors
+        (passages, texts and FTS rows go by the cascade and the trigger)."""
+        gone = conn.execute(
+            f"SELECT f.tokens FROM documents d JOIN chunks c ON c.doc_id = d.id JOIN fts f ON f.rowid = c.id WHERE {where}", params
+        )
+        _adjust_terms(conn, _term_counts(r[0] for r in gone), -1)
         if self._dimension() is None:
             return
         self._load_vec()
@@ -490,13 +543,14 @@ class Index:
             raise StoreError(f"{name}: {len(vectors)} vectors for {len(chunks)} passages; embed every passage once")
         tok = _tokens()
         token_texts = [tok.index_text(c.text, self.tokenizer) for c in chunks]  # before the lock: the slow part
+        counts = _term_counts(token_texts)
         added_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         if vectors is not None:
             self._load_vec()
         with self._write() as conn:
             key = "d.collection = ? AND d.owner IS ? AND d.conversation IS ? AND d.name = ?"
             kp = (collection, owner, conversation, name)
-            self._delete_vectors(conn, key, kp)
+            self._forget(conn, key, kp)
             conn.execute(f"DELETE FROM documents AS d WHERE {key}", kp)
             doc_id = conn.execute(
                 "INSERT INTO documents (collection, owner, conversation, name, sha256, size, kind, pages, added_at, chunks) "
@@ -507,11 +561,13 @@ class Index:
             for ord_, c in enumerate(chunks):
                 ids.append(
                     conn.execute(
-                        'INSERT INTO chunks (doc_id, ord, section, page, heading, start, "end", text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-                        (doc_id, ord_, c.section, c.page, json.dumps(list(c.heading), ensure_ascii=False), c.start, c.end, c.text),
+                        'INSERT INTO chunks (doc_id, ord, section, page, heading, start, "end") VALUES (?, ?, ?, ?, ?, ?, ?)',
+                        (doc_id, ord_, c.section, c.page, json.dumps(list(c.heading), ensure_ascii=False), c.start, c.end),
                     ).lastrowid
                 )
+            conn.executemany("INSERT INTO texts (id, text) VALUES (?, ?)", zip(ids, (c.text for c in chunks), strict=True))
             conn.executemany("INSERT INTO fts (rowid, tokens) VALUES (?, ?)", zip(ids, token_texts, strict=True))
+            _adjust_terms(conn, counts, +1)
             if vectors is not None and vectors:
                 dim = self._dimension()
                 if dim is None:
@@ -536,14 +592,14 @@ class Index:
     def remove(self, doc_id: int) -> bool:
         """Remove a document with its passages, FTS rows and vectors; False if there was none."""
         with self._write() as conn:
-            self._delete_vectors(conn, "d.id = ?", (doc_id,))
+            self._forget(conn, "d.id = ?", (doc_id,))
             return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
 
     def remove_conversation(self, owner: str, conversation: str | None) -> int:
         """Remove a chat's uploads (the documents of exactly that owner and conversation); how many."""
         where, params = "d.owner = ? AND d.conversation IS ?", (owner, conversation)
         with self._write() as conn:
-            self._delete_vectors(conn, where, params)
+            self._forget(conn, where, params)
             return conn.execute(f"DELETE FROM documents AS d WHERE {where}", params).rowcount
 
     # ---- reading -------------------------------------------------------------------------------
@@ -589,15 +645,13 @@ class Index:
         cid, doc_id, collection, name, text, page, heading, start, end = row
         return Hit(cid, doc_id, collection, name, text, score, page, tuple(json.loads(heading)), start, end, {rank_name: rank})
 
-    def _doc_freqs(self, conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
-        """Passages containing each term: from fts_vocab (an index lookup) or, for a term FTS5 splits or
-        folds (not a vocabulary entry as given), by counting its phrase matches."""
-        tok = _tokens()
-        found = dict(conn.execute(f"SELECT term, doc FROM fts_vocab WHERE term IN ({','.join('?' * len(terms))})", terms).fetchall())
-        for t in terms:
-            if t not in found:
-                found[t] = conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (tok.fts_match([t]),)).fetchone()[0]
-        return found
+    def _ranked(self, conn: sqlite3.Connection, match: str, where: str, params: list, k: int) -> list[tuple[int, float]]:
+        """(chunk id, bm25) of the k best matches the scope may see: the scope is in the ranked query itself."""
+        return conn.execute(
+            "SELECT c.id, bm25(fts) FROM fts JOIN chunks c ON c.id = fts.rowid JOIN documents d ON d.id = c.doc_id "
+            f"WHERE fts MATCH ? AND {where} ORDER BY bm25(fts) LIMIT ?",
+            [match, *params, k],
+        ).fetchall()
 
     def search(self, question: str, scope: Scope, k: int = 5) -> list[Hit]:
         """The k passages the scope may see that best match the question (BM25), with coverage filled."""
@@ -607,34 +661,43 @@ class Index:
             return []
         where, params = _scope_sql(scope)
         with self._read() as conn:
-            n = conn.execute("SELECT coalesce(sum(chunks), 0) FROM documents").fetchone()[0]
+            n = conn.execute("SELECT passages FROM totals").fetchone()[0]
             if n == 0:
                 return []
-            df = self._doc_freqs(conn, terms)
+            folded = {t: _fold(t) for t in terms}
+            keys = sorted(set(folded.values()))
+            known = dict(conn.execute(f"SELECT term, df FROM terms WHERE term IN ({','.join('?' * len(keys))})", keys).fetchall())
+            df = {t: known.get(folded[t], 0) for t in terms}
             idf = {t: _idf(df[t], n) for t in terms}
-            present = [t for t in terms if df[t] > 0]
+            present = sorted((t for t in terms if df[t] > 0), key=lambda t: (df[t], terms.index(t)))[:MAX_QUERY_TERMS]
             if not present:
                 return []
-            kept = [t for t in present if df[t] <= max(COMMON_SHARE * n, COMMON_MIN_DF)] or present
-            kept = sorted(kept, key=lambda t: -idf[t])[:MAX_QUERY_TERMS]
-            rows = conn.execute(
-                f"SELECT {_HIT_COLS}, bm25(fts) FROM fts JOIN chunks c ON c.id = fts.rowid JOIN documents d ON d.id = c.doc_id "
-                f"WHERE fts MATCH ? AND {where} ORDER BY bm25(fts) LIMIT ?",
-                [tok.fts_match(kept), *params, k],
-            ).fetchall()
-            if not rows:
+            kept, walked = [], 0
+            for t in present:  # rarest first, while their posting lists fit the budget
+                if kept and walked + df[t] > POSTINGS_BUDGET:
+                    break
+                kept.append(t)
+                walked += df[t]
+            ranked = []
+            if walked > POSTINGS_BUDGET and len(present) > 1:  # even the rarest term is everywhere: passages with all the rarest
+                ranked = self._ranked(conn, " AND ".join(f"({tok.fts_match([t])})" for t in present[:3]), where, params, k)
+            if not ranked:
+                ranked = self._ranked(conn, tok.fts_match(kept), where, params, k)
+            if not ranked:
                 return []
-            ids = [r[0] for r in rows]
+            ids = [cid for cid, _ in ranked]
             marks = ",".join("?" * len(ids))
-            has: dict[int, set[str]] = {cid: set() for cid in ids}
-            for t in present:
-                for (cid,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", [tok.fts_match([t]), *ids]):
-                    has[cid].add(t)
+            details = {
+                r[0]: r
+                for r in conn.execute(f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})", ids)
+            }
+            indexed = dict(conn.execute(f"SELECT rowid, tokens FROM fts WHERE rowid IN ({marks})", ids).fetchall())
         total = sum(idf.values())
         hits = []
-        for rank, r in enumerate(rows, 1):
-            hit = self._hit(r[:9], -r[9], "lexical", rank)
-            hits.append(replace(hit, coverage=sum(idf[t] for t in has[hit.chunk_id]) / total if total else 0.0))
+        for rank, (cid, bm25) in enumerate(ranked, 1):
+            has = set(_fold(indexed.get(cid, "")).split())
+            coverage = sum(idf[t] for t in terms if folded[t] in has) / total if total else 0.0
+            hits.append(replace(self._hit(details[cid], -bm25, "lexical", rank), coverage=coverage))
         return hits
 
     def search_dense(self, vector: Sequence[float], scope: Scope, k: int = 5) -> list[Hit]:

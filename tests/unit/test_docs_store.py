@@ -11,7 +11,6 @@ import multiprocessing
 import re
 import sqlite3
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -19,35 +18,6 @@ import pytest
 from ernie_ops.docs import store
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope, StoreError
-
-
-def _local_tokens() -> types.ModuleType:
-    """A stand-in for ernie_ops.docs.tokens (written in parallel), used only while that module is missing:
-    CJK runs as character bigrams, other words lowercased; same contract."""
-    mod = types.ModuleType("ernie_ops.docs.tokens")
-    mod.TOKENIZERS = ("whitespace", "bigram")
-
-    def toks(text: str, tokenizer: str) -> list[str]:
-        if tokenizer == "whitespace":
-            return [w.lower() for w in re.findall(r"\w+", text)]
-        out = []
-        for run in re.findall(r"[\u4e00-\u9fff]+|[A-Za-z0-9]+", text):
-            if re.match(r"[\u4e00-\u9fff]", run):
-                out += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
-            else:
-                out.append(run.lower())
-        return out
-
-    mod.index_text = lambda text, tokenizer: " ".join(toks(text, tokenizer))
-    mod.query_terms = toks
-    mod.fts_match = lambda terms: " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    return mod
-
-
-try:
-    from ernie_ops.docs import tokens as _real_tokens  # noqa: F401
-except ImportError:
-    sys.modules["ernie_ops.docs.tokens"] = _local_tokens()
 
 
 def _chunks(*texts: str, page: int | None = None, heading: tuple[str, ...] = ()) -> list[Chunk]:
@@ -162,7 +132,9 @@ def test_remove_cascades_to_passages_fts_rows_and_vectors(index):
     assert [d.doc_id for d in index.documents()] == [keep]
     assert _raw(index.path, "SELECT count(*) FROM chunks") == [(1,)]
     assert _raw(index.path, "SELECT count(*) FROM fts") == [(1,)]
-    assert _raw(index.path, "SELECT count(*) FROM fts_vocab WHERE term = 'zeta'") == [(0,)]
+    assert _raw(index.path, "SELECT count(*) FROM texts") == [(1,)]
+    assert _raw(index.path, "SELECT term, df FROM terms WHERE term IN ('zeta', 'epsilon')") == [("epsilon", 1)]
+    assert _raw(index.path, "SELECT passages FROM totals") == [(1,)]
     assert index.search("zeta", Scope(), k=5) == []
     assert [h.file for h in index.search_dense([1, 0], Scope(), k=5)] == ["keep.md"]
 
@@ -189,7 +161,7 @@ def _writer(path: str, who: str, n: int, barrier) -> None:
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     path = tmp_path / "docs.sqlite"
     Index(path).close()
-    ctx = multiprocessing.get_context("fork")  # the children inherit this module (and its tokens stand-in)
+    ctx = multiprocessing.get_context("fork")  # the children inherit this module: no re-import
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=_writer, args=(str(path), who, 40, barrier)) for who in ("alice", "bob")]
     for p in procs:
@@ -358,8 +330,8 @@ def test_coverage_is_the_idf_weighted_share_of_the_question_found(index):
     assert index.search("zzqqx", Scope(), k=5) == []
 
 
-def test_terms_in_most_passages_are_dropped_from_the_match_when_rarer_ones_remain(index, monkeypatch):
-    monkeypatch.setattr(store, "COMMON_MIN_DF", 0)  # as in a corpus of 100k passages, where the pruning pays
+def test_common_terms_beyond_the_postings_budget_are_dropped_from_the_match(index, monkeypatch):
+    monkeypatch.setattr(store, "POSTINGS_BUDGET", 1)  # as in a corpus of 100k passages, where the pruning pays
     for i in range(10):
         _add(index, f"d{i}.md", f"common words {i}")
     _add(index, "rare.md", "common rare")
@@ -367,6 +339,8 @@ def test_terms_in_most_passages_are_dropped_from_the_match_when_rarer_ones_remai
     (hit,) = index.search("common rare", Scope(), k=1)
     assert hit.coverage == pytest.approx(1.0)  # coverage still counts the dropped term
     assert len(index.search("common", Scope(), k=20)) == 11  # nothing rarer: the common term is searched
+    # only terms over the budget: the passages holding all of them (the rarest three)
+    assert sorted(h.file for h in index.search("common words", Scope(), k=20)) == sorted(f"d{i}.md" for i in range(10))
 
 
 def test_changing_the_tokenizer_reindexes_the_stored_passages(tmp_path):
