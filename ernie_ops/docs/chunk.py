@@ -56,6 +56,7 @@ _ABBREVIATIONS = frozenset(
     )
 )
 _INITIALS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")  # e.g  i.e  U.S
+_WORD_WINDOW = 32
 _CUT_AFTER = re.compile(r"[\s,，、:：;；)）\]】」』”'\"-]")
 
 
@@ -68,12 +69,20 @@ def _ends_sentence(text: str, m: re.Match[str]) -> bool:
         return False  # 3.14  v1.2.3  site.yml  a?b
     if mark != ".":
         return True
-    line_start = text.rfind("\n", 0, m.start()) + 1
-    word_start = max(text.rfind(" ", 0, m.start()), text.rfind("\t", 0, m.start()), line_start - 1) + 1
+    # The word before the mark, looked for within a short window: CJK text has no spaces to stop a longer search.
+    window = max(0, m.start() - _WORD_WINDOW)
+    word_start = max(text.rfind(" ", window, m.start()), text.rfind("\t", window, m.start()), text.rfind("\n", window, m.start())) + 1
+    if word_start == 0 and window > 0:
+        return True  # a 'word' longer than any abbreviation or list number
     word = text[word_start : m.start()].lstrip("(\"'")
     if _INITIALS.fullmatch(word) or word.lower() in _ABBREVIATIONS:
         return False
-    return not (word.isdigit() and not text[line_start:word_start].strip())  # '1. Install' at a line start
+    if word.isdigit():  # '1. Install' at a line start is a list item, not a sentence
+        i = word_start
+        while i > 0 and text[i - 1] in " \t":
+            i -= 1
+        return not (i == 0 or text[i - 1] == "\n")
+    return True
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:

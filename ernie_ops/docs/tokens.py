@@ -8,8 +8,8 @@ Tokenizers (`TOKENIZERS`):
 - "whitespace": `text.lower().split()`, what common RAG stacks do by default (the baseline; a CJK run is one token).
 - "bigram": each CJK run -> overlapping character bigrams (a 1-character run -> that character); other words lowercased.
 - "unigram+bigram": as "bigram" plus every CJK character on its own.
-- "jieba": CJK runs segmented into words (rjieba, the Rust port: same output as jieba, ~20x faster; jieba if rjieba
-  is missing), search mode (long words also give their sub-words).
+- "jieba": CJK runs segmented into words by rjieba (the Rust port of jieba: the same words, ~20x faster), in search
+  mode (a long word also gives its sub-words: 中华人民共和国 -> 中华 华人 人民 共和 共和国 中华人民共和国).
 - "jieba+bigram": the jieba words plus the bigrams (two-character words are bigrams already and are not repeated).
 
 All input is NFKC-normalised first (full-width Ｖ８０００ -> v8000) and lowercased. Non-CJK words are runs of letters or
@@ -25,6 +25,7 @@ term as an FTS5 string, so nothing a user types is read as FTS5 syntax.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -36,8 +37,8 @@ TOKENIZERS: tuple[str, ...] = ("whitespace", "bigram", "unigram+bigram", "jieba"
 
 MAX_QUERY_TERMS = 64  # a pasted page as a question must not become a thousand-term OR query
 
-# Han (incl. extensions and compatibility ideographs), kana, Hangul: scripts written without spaces.
-_CJK_CHARS = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+# Han (incl. extensions and compatibility ideographs), kana (not the ・ between words), Hangul: written without spaces.
+_CJK_CHARS = "\u3040-\u30fa\u30fc-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
 _WORD_CHARS = rf"[^\W_{_CJK_CHARS}]"  # a letter or digit that is not CJK
 _JOIN = r"[._\-/@']"  # joins words into a compound: site.yml v1.2.3 a@b.c end-to-end it's
 _PIECE = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>{_WORD_CHARS}+(?:{_JOIN}{_WORD_CHARS}+)*(?:[+#]+(?!{_WORD_CHARS}))?)")
@@ -61,6 +62,17 @@ _STOP_EN = (
 STOP_WORDS: frozenset[str] = frozenset(_STOP_ZH.split() + _STOP_EN.split())
 
 
+_FULL_WIDTH = re.compile("[\uff01-\uff5e]+")
+_FULL_WIDTH_TO_ASCII = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
+
+
+def _normalise(text: str) -> str:
+    """NFKC, lowercased. Full-width ASCII (，：Ｖ８) is mapped first: NFKC itself is slow on text it must change
+    (~0.2 s per MB of Chinese) and fast on text that is already normal, which Chinese text then mostly is."""
+    text = _FULL_WIDTH.sub(lambda m: m.group().translate(_FULL_WIDTH_TO_ASCII), text)
+    return unicodedata.normalize("NFKC", text).lower()
+
+
 def _pua(ch: str) -> str:
     """A private-use character standing for `ch` (unicode61 keeps private-use characters inside words)."""
     cp = ord(ch)
@@ -68,30 +80,26 @@ def _pua(ch: str) -> str:
 
 
 def _safe(token: str) -> str:
-    return _UNSAFE.sub(lambda m: _pua(m.group()), token) if _UNSAFE.search(token) else token
+    if token.isalnum():
+        return token
+    return _UNSAFE.sub(lambda m: _pua(m.group()), token)
 
 
 @cache
 def _segmenter() -> tuple[Callable[[str], list[str]], Callable[[str], list[str]]]:
-    """(plain cut, search-mode cut), loaded on first use so that importing this module stays cheap."""
+    """(plain cut, search-mode cut) from rjieba, loaded on first use so that importing this module stays cheap.
+    rjieba, not jieba: the same words (checked on 1 MB of mixed text), 18-23x faster, no 1.3 s dictionary load."""
     try:
         import rjieba
     except ImportError:
-        try:
-            import jieba
-        except ImportError:
-            raise ErnieOpsError("the 'jieba' tokenizers need the rjieba (or jieba) package: install it, or choose 'bigram'") from None
-        import logging
-
-        jieba.setLogLevel(logging.WARNING)
-        return (lambda text: list(jieba.cut(text))), (lambda text: list(jieba.cut_for_search(text)))
+        raise ErnieOpsError("the 'jieba' tokenizers need the rjieba package: install it, or choose the 'bigram' tokenizer") from None
     return rjieba.cut, rjieba.cut_for_search
 
 
 def _bigrams(run: str) -> list[str]:
     if len(run) < 2:
         return [run]
-    return [run[i : i + 2] for i in range(len(run) - 1)]
+    return [a + b for a, b in itertools.pairwise(run)]
 
 
 def _cjk_tokens(run: str, tokenizer: str) -> list[str]:
@@ -120,15 +128,18 @@ def _check(tokenizer: str) -> None:
 def tokenize(text: str, tokenizer: str) -> list[str]:
     """The tokens of `text` in order, with repeats (what the index counts)."""
     _check(tokenizer)
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = _normalise(text)
     if tokenizer == "whitespace":
         return [_safe(t) for t in text.split()]
     out: list[str] = []
     for m in _PIECE.finditer(text):
+        piece = m.group()
         if m.lastgroup == "cjk":
-            out += _cjk_tokens(m.group(), tokenizer)
+            out += _cjk_tokens(piece, tokenizer)
+        elif piece.isalnum():  # the common case: a plain word, nothing unicode61 would split
+            out.append(piece)
         else:
-            out += _word_tokens(m.group())
+            out += _word_tokens(piece)
     return out
 
 
@@ -187,7 +198,7 @@ def _split_stop_greedy(run: str) -> list[str]:
 def query_terms(text: str, tokenizer: str, *, limit: int = MAX_QUERY_TERMS) -> list[str]:
     """The distinct index tokens of a question, in order, without stop words or punctuation (at most `limit`)."""
     _check(tokenizer)
-    norm = unicodedata.normalize("NFKC", text).lower()
+    norm = _normalise(text)
     if tokenizer == "whitespace":
         tokens = [_safe(t) for t in norm.split() if _HAS_ALNUM.search(t)]  # punctuation-only tokens are not terms
     else:

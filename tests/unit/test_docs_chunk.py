@@ -60,6 +60,12 @@ def test_ascii_marks_inside_a_word_end_nothing():
     assert sentences("Call f(a?b:c) or x!=y now") == ["Call f(a?b:c) or x!=y now"]
 
 
+def test_a_period_after_a_long_word_or_a_long_chinese_run_ends_a_sentence():
+    long_word = "a-very-long-identifier-name-with-no-spaces-at-all"
+    run = "这是一段很长的中文内容中间没有任何空格也没有中文句号只有一个英文句点在最后"
+    assert sentences(f"Call {long_word}. Next {run}. 下一句") == [f"Call {long_word}.", f"Next {run}.", "下一句"]
+
+
 def test_numbered_list_items_are_not_cut_after_the_number():
     assert sentences("Steps:\n1. Install it.\n  2. Run it.\nThere are 2. Done") == [
         "Steps:",

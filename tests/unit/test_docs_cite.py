@@ -127,10 +127,18 @@ def test_used_is_in_first_use_order():
     assert cited.text.count("【4】") == 2
 
 
-def test_a_close_runner_up_is_cited_too():
-    passages = ["年假需提前两周在OA系统中申请。", "年假需提前两周在OA系统中申请，主管批准。", "无关内容。"]
-    cited = place_markers("年假需提前两周在OA系统中申请。", passages, "bigram")
-    assert cited == Cited("年假需提前两周在OA系统中申请。【1】【2】", [1, 2])
+def test_a_close_runner_up_is_cited_too_and_a_distant_one_not():
+    sentence = "年假需提前两周在OA系统中申请，经主管批准。"  # 15 content bigrams
+    passages = [
+        "年假需提前两周在OA系统中申请，由主管审批。",  # 12 of 15: 0.8, more than CLOSE below the best
+        "年假需提前两周在OA系统中申请，经主管批准。",  # 1.0
+        "年假需提前两周在OA系统中申请，经主管批。",  # 14 of 15: within CLOSE of the best
+    ]
+    assert place_markers(sentence, passages, "bigram") == Cited(sentence + "【2】【3】", [2, 3])
+
+
+def test_a_sentence_with_a_single_content_word_gets_no_marker():
+    assert place_markers("年假！Friday. 年假申请。", ["年假申请 Friday"], "bigram") == Cited("年假！Friday. 年假申请。【1】", [1])
 
 
 def test_a_stricter_min_overlap_marks_only_copies():
@@ -196,12 +204,13 @@ def test_an_unclosed_code_fence_runs_to_the_end():
 
 def test_no_marker_inside_inline_code_and_a_marker_after_it():
     reply = (
-        "Check it with `curl /health. It returns 200 when the model is loaded.` now\n"
+        "The check `health endpoint /health. Returns 200 when the model is loaded` passes\n"
         "The health endpoint `/health` returns 200 when the model is loaded"
     )
-    cited = place_markers(reply, PASSAGES, "bigram")
-    assert "`curl /health. It returns 200 when the model is loaded.`" in cited.text
-    assert cited.text.endswith("`/health` returns 200 when the model is loaded【3】")
+    assert place_markers(reply, PASSAGES, "bigram").text == (
+        "The check `health endpoint /health. Returns 200 when the model is loaded` passes【3】\n"
+        "The health endpoint `/health` returns 200 when the model is loaded【3】"
+    )
 
 
 def test_no_marker_after_headings_or_table_rows():
