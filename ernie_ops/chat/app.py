@@ -42,13 +42,7 @@ EMBED = None
 if DOCS.embeddings.enabled:
     from ernie_ops.docs.embed import EmbeddingClient
 
-    _embedder = EmbeddingClient(
-        DOCS.embeddings.url, DOCS.embeddings.model, DOCS.embeddings.timeout_seconds,
-        api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None,
-    )  # fmt: skip
-    EMBED = _embedder.embed_sync
-# Chainlit checks uploads against the global switch (on, in the generated config.toml); a profile that
-# reads no files hides the paper clip with this override, and on_message refuses files sent anyway.
+    EMBED = EmbeddingClient.from_config(DOCS.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
 try:
     if dropped := forget_all_uploads(DOCS):
         log.info("docs: %d upload(s) of chats of the previous run removed", dropped)

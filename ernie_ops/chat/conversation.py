@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -84,6 +85,7 @@ class Conversation:
         self.scenario, self.chat, self.budget = scenario, chat, budget
         self.client, self.counter, self.user = client, counter, user
         self.docs = docs  # a chat.docs_session.DocsSession for retrieval scenarios
+        self.sources_shown = 0  # passages shown so far in this conversation (their 【n】 numbers)
         self.flow = Flow(scenario)
         self.history: list[history.Message] = []
 
@@ -160,13 +162,21 @@ class Conversation:
                 hits = hits[:-1]
 
     def _cite(self, text: str, hits: list[Hit], out: Outcome) -> tuple[str, list[Source]]:
+        """Markers and sources for a reply. Numbers run on through the conversation (the first reply's
+        passages are 【1】【2】, the next one's 【3】...): Chainlit opens every element of a thread that
+        bears the clicked name, so a second 【1】 would show two passages."""
         if hits:
             cited = cite.place_markers(text, [h.text for h in hits], self.chat.docs.tokenizer)
             out.cited = cited.used
             shown = list(cited.used) or list(range(1, len(hits) + 1))  # nothing matched: show what was given
+            base = self.sources_shown
+            number = {n: base + i for i, n in enumerate(shown, 1)}
+            self.sources_shown += len(shown)
+            body = re.sub(r"【(\d+)】", lambda m: f"【{number.get(int(m.group(1)), int(m.group(1)))}】", cited.text)
+            sources = [passage_source(number[n], hits[n - 1]) for n in shown]
             heading = "来源 / Sources" if cited.used else "检索到的段落 / Retrieved passages"
-            lines = "\n".join(f"- {passage_source(n, hits[n - 1]).name} {passage_source(n, hits[n - 1]).title}" for n in shown)
-            return f"{cited.text}\n\n**{heading}**\n{lines}", [passage_source(n, hits[n - 1]) for n in shown]
+            lines = "\n".join(f"- {s.name} {s.title}" for s in sources)
+            return f"{body}\n\n**{heading}**\n{lines}", sources
         if self.scenario.source_field and (doc := self.flow.values.get(self.scenario.source_field)):
             return text, [Source("原文 source", doc, display="inline")]
         return text, []

@@ -28,19 +28,12 @@ class Result:
 
 
 def _embedder(cfg: DocsConfig):
+    """`chat.docs.embeddings`'s client's sync embed, or None when the dense path is off."""
     if not cfg.embeddings.enabled:
         return None
-    import os
-
     from ernie_ops.docs.embed import EmbeddingClient
 
-    client = EmbeddingClient(
-        cfg.embeddings.url,
-        cfg.embeddings.model,
-        cfg.embeddings.timeout_seconds,
-        api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None,
-    )
-    return client.embed_sync
+    return EmbeddingClient.from_config(cfg.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
 
 
 def open_index(cfg: DocsConfig) -> Index:

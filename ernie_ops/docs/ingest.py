@@ -22,6 +22,7 @@ from ernie_ops.docs import isolate
 from ernie_ops.docs.extract import SUFFIXES, Limits, check_name
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.store import Index, Scope
+from ernie_ops.errors import ErnieOpsError
 
 log = logging.getLogger("ernie_ops.docs")
 
@@ -100,10 +101,13 @@ def index_bytes(
 
 
 def _attempt(name: str, fn: Callable[[], Outcome]) -> Outcome:
+    """One file's outcome; its failure (the file's, or the embedding server's for it) does not stop the others."""
     try:
         return fn()
     except DocumentError as exc:
         return Outcome(exc.name or name, "failed", error=str(exc), reason=exc.reason)
+    except ErnieOpsError as exc:  # e.g. EmbeddingError: the server is down; the file is not indexed, the index unchanged
+        return Outcome(name, "failed", error=f"{name}: not indexed: {exc}", reason=getattr(exc, "reason", "failed"))
 
 
 def _read(path: Path, name: str) -> bytes:

@@ -9,6 +9,7 @@ chat app says so and does not call the model: a small model given unrelated pass
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -16,6 +17,9 @@ from ernie_ops.config import DocsConfig
 from ernie_ops.docs.fusion import rrf
 from ernie_ops.docs.model import Hit
 from ernie_ops.docs.store import Index, Scope
+from ernie_ops.errors import ErnieOpsError
+
+log = logging.getLogger("ernie_ops.docs")
 
 
 @dataclass
@@ -65,8 +69,13 @@ class Retriever:
         rankings = {"lexical": len(lexical)}
         hits = lexical
         if self.embed is not None and question.strip():
-            dense = self.index.search_dense(self.embed([question])[0], scope, k=k)
-            rankings["dense"] = len(dense)
-            hits = rrf([lexical, dense], weights=[1.0, self.cfg.embeddings.weight])[:k]
+            try:
+                dense = self.index.search_dense(self.embed([question])[0], scope, k=k)
+            except ErnieOpsError as exc:  # the embedding server is down: the lexical ranking alone still answers
+                log.warning("docs: dense retrieval skipped, lexical only: %s", exc)
+                dense = None
+            if dense is not None:
+                rankings["dense"] = len(dense)
+                hits = rrf([lexical, dense], weights=[1.0, self.cfg.embeddings.weight])[:k]
         answerable = bool(lexical) and best >= self.cfg.min_coverage
         return Retrieved(hits if answerable else [], answerable, best, time.perf_counter() - t0, rankings)

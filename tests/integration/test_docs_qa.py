@@ -63,11 +63,16 @@ def conversation(url: str, chat: config.ChatConfig, user: str, conv_id: str, max
     return conv, client
 
 
-def ask(conv: Conversation, client: GatewayClient, question: str) -> tuple:
+def ask(conv: Conversation, client: GatewayClient, question: str, *more: str) -> tuple:
+    """(outcome, sink) of the question (then of each further one, in the same conversation)."""
+
     async def go():
-        sink = Recorder()
+        out = []
         try:
-            return await conv.on_user_message(question, sink), sink
+            for q in (question, *more):
+                sink = Recorder()
+                out.append((await conv.on_user_message(q, sink), sink))
+            return out[0] if not more else out
         finally:
             await client.aclose()
 
@@ -96,6 +101,19 @@ def test_a_question_is_answered_from_the_right_passages_with_clickable_sources(s
     assert {s.text for s in sink.sources} <= {h.text for h in out.hits}
     # the history keeps the bare question: the next turn's budget is not spent on old passages
     assert conv.history[0] == {"role": "user", "content": "年假有多少天？"}
+
+
+def test_source_numbers_run_on_through_a_conversation(stack, index_file):
+    """Chainlit opens every element of a thread bearing the clicked name: a second reply's first passage
+    must not be 【1】 again."""
+    ng, _ = stack
+    conv, client = conversation(ng.url, chat_cfg(index_file), "alice", "c5")
+    (first, s1), (second, s2) = ask(conv, client, "年假有多少天？", "VPN 在 Linux 上怎么配置？")
+    assert first.kind == second.kind == "done"
+    n1, n2 = [s.name for s in s1.sources], [s.name for s in s2.sources]
+    assert n1 == [f"【{i}】" for i in range(1, len(n1) + 1)]
+    assert n2 == [f"【{i}】" for i in range(len(n1) + 1, len(n1) + len(n2) + 1)]
+    assert all(name in s2.final for name in n2) and not any(f"{name} " in s2.final for name in n1)
 
 
 def test_nothing_relevant_says_so_and_never_calls_the_model(stack, index_file):

@@ -233,16 +233,19 @@ def test_docs_question_the_documents_do_not_answer_never_reaches_the_model(chat,
 
 
 def test_docs_another_user_never_gets_alices_upload(chat, sb):
-    with browser.chromium(netns_pid=sb.pid) as b:
-        page = b.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
-        bob = ChatPage(page, "http://127.0.0.1", SHOTS)
+    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")  # own cookies
+    try:
+        bob = ChatPage(context.new_page(), "http://127.0.0.1", SHOTS)
         bob.login(BOB, BOB_PASSWORD)
         bob.wait_ready()
         bob.choose_profile(DOCS_PROFILE)
         n0 = bob.send("日志保存在 /var/log/ernie 目录吗？保留多久？")  # alice's upload answers this for her
         reply = bob.reply(n0)
         bob.shot("14-docs-bob-does-not-see-alices-upload")
-        assert "部署手册.pdf" not in reply.text and "guide.md" not in reply.text, reply.text
+    finally:
+        context.close()
+    print(f"\nbob's reply: {reply.text[-300:]!r}")
+    assert "部署手册.pdf" not in reply.text and "guide.md" not in reply.text, reply.text
 
 
 def test_docs_time_to_first_token_against_general(chat, sb):
