@@ -331,16 +331,29 @@ def test_coverage_is_the_idf_weighted_share_of_the_question_found(index):
 
 
 def test_common_terms_beyond_the_postings_budget_are_dropped_from_the_match(index, monkeypatch):
-    monkeypatch.setattr(store, "POSTINGS_BUDGET", 1)  # as in a corpus of 100k passages, where the pruning pays
+    monkeypatch.setattr(store, "POSTINGS_BUDGET", 2)  # as in a corpus of 100k passages, where the pruning pays
     for i in range(10):
         _add(index, f"d{i}.md", f"common words {i}")
     _add(index, "rare.md", "common rare")
-    assert [h.file for h in index.search("common rare", Scope(), k=20)] == ["rare.md"]
-    (hit,) = index.search("common rare", Scope(), k=1)
-    assert hit.coverage == pytest.approx(1.0)  # coverage still counts the dropped term
+    _add(index, "other.md", "rare")
+    # 'rare' (2 passages) fits the budget, 'common' (11) does not: only the rare term is matched
+    assert sorted(h.file for h in index.search("common rare", Scope(), k=20)) == ["other.md", "rare.md"]
+    cov = {h.file: h.coverage for h in index.search("common rare", Scope(), k=20)}
+    assert cov["rare.md"] == pytest.approx(1.0) and 0.5 < cov["other.md"] < 1  # coverage still counts the dropped term
     assert len(index.search("common", Scope(), k=20)) == 11  # nothing rarer: the common term is searched
-    # only terms over the budget: the passages holding all of them (the rarest three)
+
+
+def test_when_even_the_rarest_term_is_over_the_budget_passages_holding_all_are_ranked(index, monkeypatch):
+    monkeypatch.setattr(store, "POSTINGS_BUDGET", 2)
+    for i in range(10):
+        _add(index, f"d{i}.md", f"common words {i}")
+    _add(index, "rare.md", "common rare")
+    _add(index, "w.md", "words")
+    _add(index, "w2.md", "words")
     assert sorted(h.file for h in index.search("common words", Scope(), k=20)) == sorted(f"d{i}.md" for i in range(10))
+    assert sorted(h.file for h in index.search("words nowhere", Scope(), k=20)) == sorted(
+        [*(f"d{i}.md" for i in range(10)), "w.md", "w2.md"]
+    )
 
 
 def test_changing_the_tokenizer_reindexes_the_stored_passages(tmp_path):
