@@ -250,7 +250,7 @@ def test_docs_another_user_never_gets_alices_upload(chat, sb):
 
 def test_docs_time_to_first_token_against_general(chat, sb):
     """Retrieval's cost as a person sees it: TTFT in the browser, Docs vs General, alternating."""
-    for profile, question in [("通用助手 General", "请介绍一下年假制度。"), (DOCS_PROFILE, "年假有多少天？")] * 2:
+    for profile, question in [(DOCS_PROFILE, "年假有多少天？"), ("通用助手 General", "请介绍一下年假制度。")] * 2:  # ends on General
         chat.choose_profile(profile)
         reply = chat.reply(chat.send(question))
         TTFT[profile.split()[-1]].append(reply.ttft)
