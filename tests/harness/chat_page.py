@@ -152,11 +152,22 @@ class ChatPage:
         # each file shows as an attachment once uploaded to the session (Chainlit's POST /project/file)
         self.page.wait_for_function("() => !document.querySelector('#upload-button-loading')", timeout=60_000)
 
-    def open_source(self, name: str) -> tuple[str, str]:
-        """Click the last reply's `name` (e.g. 【1】) and return the side panel's (title, text)."""
+    def open_source(self, name: str, timeout: float = 15) -> tuple[str, str]:
+        """Click the last reply's `name` (e.g. 【1】) and return the side panel's (title, text).
+
+        Chainlit 2.12 opens the side panel by itself whenever new side elements arrive, listing all of the
+        thread's under the newest one's name; a click shows just the clicked one. So: click until the panel
+        is titled `name` (a late element update can re-open the all-elements view right after a click).
+        """
         last = self.page.locator(ASSISTANT).last
-        last.get_by_text(name, exact=True).first.click()
+        title = self.page.locator("#side-view-title")
+        deadline = time.monotonic() + timeout
+        while True:
+            last.get_by_text(name, exact=True).first.click()
+            self.page.wait_for_timeout(300)
+            shown = title.first.inner_text().strip() if title.count() else ""
+            if shown == name or time.monotonic() > deadline:
+                break
         content = self.page.locator("#side-view-content")
         content.wait_for(state="visible", timeout=10_000)
-        title = self.page.locator("#side-view-title")
-        return (title.first.inner_text() if title.count() else ""), content.first.inner_text()
+        return shown, content.first.inner_text()

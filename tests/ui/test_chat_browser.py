@@ -177,7 +177,7 @@ def test_docs_answer_cites_the_operators_collection_and_opens_the_passage(chat, 
     title, text = chat.open_source("【1】")
     chat.shot("10b-docs-source-in-side-panel")
     print(f"\nside panel: {title!r}: {text[:120]!r}")
-    assert "年假" in text and "leave_policy.md" in title + text
+    assert title == "【1】" and "年假" in text and "leave_policy.md" in text
     (line,) = replies(sb, since)
     assert line["outcome"] == "done" and int(line["passages"]) >= 1 and line["upstream"].startswith("127.0.0.1:"), line
 
@@ -198,7 +198,9 @@ def test_docs_upload_of_a_pdf_and_a_markdown_file_then_ask(chat, sb, tmp_path_fa
     (line,) = [x for x in reply.text.splitlines() if "部署手册.pdf, p. 2" in x]
     name = re.search(r"【\d+】", line).group(0)
     title, text = chat.open_source(name)
-    assert "/var/log/ernie" in text or "部署手册.pdf" in title + text
+    chat.shot("11c-docs-upload-source-in-side-panel")
+    assert title == name and "部署手册.pdf, p. 2" in text and "/var/log/ernie" in text, (title, text)
+    assert "leave_policy.md" not in text  # only the clicked passage, not the thread's others
 
 
 def test_docs_bad_upload_is_one_sentence_and_nothing_else_changes(chat, sb, tmp_path_factory):
