@@ -24,7 +24,7 @@ setup(
         "prometheus_client>=0.20",
         "psutil>=5.9",  # who holds a port (status, the cutover's preflight); vLLM needs it too
         # Document Q&A (ernie_ops.docs): permissive licences only (BSD/MIT/Apache), all pure Python or small wheels.
-        "pypdf>=5",  # PDF text layer, incl. CJK fonts with ToUnicode maps and the Adobe CMaps (BSD)
+        "pypdf[crypto]>=5",  # PDF text layer, CJK fonts (ToUnicode, Adobe CMaps); crypto: AES PDFs with an empty password (BSD)
         "python-docx>=1.1",  # DOCX (MIT; lxml)
         "markdown-it-py>=3",  # Markdown token stream with heading paths (MIT; rich depends on it too)
         "rjieba>=0.2",  # Chinese word segmentation, jieba's dictionary in Rust (MIT)

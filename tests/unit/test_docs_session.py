@@ -72,3 +72,20 @@ def test_an_unusable_index_location_is_a_sentence(tmp_path):
         assert type(exc).__name__ == "ErnieOpsError" and "chat.docs.index_file" in str(exc)
     else:
         raise AssertionError("no error for an index under a regular file")
+
+
+def test_a_crash_inside_extraction_is_a_sentence_and_the_index_keeps_serving(tmp_path, monkeypatch):
+    """A stub to inject a fault the real libraries cannot produce on demand: the extraction child kills itself
+    with SIGSEGV (ERNIE_OPS_DOCS_FAULT, read by the child only). The session, its process and the index live on."""
+    c = cfg(tmp_path)
+    seed(c, tmp_path)
+    f = tmp_path / "crash.md"
+    f.write_text("# x\n\n年假每年五天。\n", encoding="utf-8")
+    s = DocsSession(c, "alice", "a1")
+    monkeypatch.setenv("ERNIE_OPS_DOCS_FAULT", "segv")
+    (crashed,) = asyncio.run(s.upload([Upload(str(f), "crash.md", f.stat().st_size)]))
+    assert crashed.action == "failed" and crashed.reason == "crashed" and "crash.md" in crashed.error, crashed
+    monkeypatch.delenv("ERNIE_OPS_DOCS_FAULT")
+    assert asyncio.run(s.retrieve("Linux 上的 VPN 客户端是什么？")).answerable  # the index is intact
+    (again,) = asyncio.run(s.upload([Upload(str(f), "crash.md", f.stat().st_size)]))
+    assert again.action == "added"
