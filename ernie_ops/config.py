@@ -203,12 +203,12 @@ class DocsConfig(_Section):
     tests/bench/docs_quality.py (see README: quality table)."""
 
     index_file: str = Field("/var/lib/ernie-ops-chat/docs/index.sqlite", min_length=1, description="SQLite index (chat app's state dir)")
-    tokenizer: str = Field("bigram", description="index tokens: bigram | jieba | jieba+bigram | unigram+bigram | whitespace")
+    tokenizer: str = Field("unigram+bigram", description="index tokens: bigram | jieba | jieba+bigram | unigram+bigram | whitespace")
     chunk_chars: int = Field(400, ge=50, le=8000, description="passage size in characters")
     overlap_chars: int = Field(80, ge=0, le=4000, description="characters repeated between neighbouring passages")
     top_k: int = Field(4, ge=1, le=20, description="passages given to the model")
     min_coverage: float = Field(
-        0.5, ge=0.0, le=1.0, description="below this share of the question's terms in the best passage: 'the documents do not answer this'"
+        0.35, ge=0.0, le=1.0, description="below this share of the question's terms in the best passage: 'the documents do not answer this'"
     )
     max_file_mb: float = Field(20.0, gt=0.0, le=1024.0)
     max_pages: int = Field(2000, ge=1, le=100000)

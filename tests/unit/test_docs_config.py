@@ -18,7 +18,7 @@ def test_defaults_are_a_working_lexical_setup():
     docs = config.parse("").chat.docs
     assert docs.index_file.startswith("/var/lib/ernie-ops-chat/")  # the chat app's StateDirectory
     assert not docs.embeddings.enabled and docs.overlap_chars < docs.chunk_chars
-    assert docs.tokenizer in ("bigram", "jieba", "jieba+bigram")
+    assert docs.tokenizer in ("bigram", "unigram+bigram", "jieba", "jieba+bigram")
 
 
 def test_every_problem_at_once_with_its_line():
