@@ -18,6 +18,7 @@ passage plus one or two of its English words: realistic length, a mix of rare an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import random
 import sqlite3
@@ -25,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ernie_ops.docs import tokens
+from ernie_ops.docs import store, tokens
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import DEFAULT_TOKENIZER, Index, Scope
 
@@ -124,14 +125,21 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, choices=tokens.TOKENIZERS)
     ap.add_argument("--contentless", action="store_true")
+    ap.add_argument("--budget", type=int, default=store.POSTINGS_BUDGET, help="store.POSTINGS_BUDGET for this run")
+    ap.add_argument("--keep", metavar="DIR", help="build the indexes in DIR and keep them (reused when there)")
     args = ap.parse_args()
+    store.POSTINGS_BUDGET = args.budget
     corpus = Corpus()
-    print(f"tokenizer {args.tokenizer}; k=5; {args.queries} questions per measurement")
+    print(f"tokenizer {args.tokenizer}; k=5; {args.queries} questions per measurement; postings budget {args.budget}")
     print("passages  insert/s  KB/1k  open ms  scope   wall p50  wall p99  cpu p50  cpu p99  (ms)")
-    with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
+    with contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
         for n in (int(s) for s in args.sizes.split(",")):
             path = Path(tmp) / f"docs-{n}.sqlite"
-            idx, samples, secs = build(path, n, corpus, args.tokenizer)
+            if path.exists():  # --keep: reuse (no insert figure then)
+                idx, secs = Index(path, tokenizer=args.tokenizer), float("nan")
+                samples = [r[0] for r in sqlite3.connect(path).execute("SELECT text FROM texts ORDER BY id LIMIT 2000")]
+            else:
+                idx, samples, secs = build(path, n, corpus, args.tokenizer)
             idx.close()
             conn = sqlite3.connect(path)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

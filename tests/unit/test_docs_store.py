@@ -400,3 +400,29 @@ def test_without_sqlite_vec_only_the_vector_paths_fail(index, monkeypatch):
         index.add("v.md", "s", 1, "text", _chunks("xi"), vectors=[[1.0]])
     _add(index, "a.md", "xi")
     assert [h.file for h in index.search("xi", Scope(), k=3)] == ["a.md"]
+
+
+def test_damage_found_in_use_is_a_sentence_and_the_next_open_keeps_the_file_aside(tmp_path, monkeypatch):
+    checks = []
+    real_check = store._check
+    monkeypatch.setattr(store, "_check", lambda conn: checks.append(1) or real_check(conn))  # a spy: counts the real checks
+    path = tmp_path / "docs.sqlite"
+    _build(path)
+    checks.clear()
+    Index(path).close()
+    Index(path).close()
+    assert len(checks) == 1  # an unchanged file is quick_check'ed once per process, not at every open
+    idx = Index(path)
+    data = bytearray(path.read_bytes())
+    for off in range(4096 * 2, len(data), 4096):  # damage every page from page 3 while the index is open
+        data[off : off + 4096] = b"\xa5" * 4096
+    with open(path, "r+b") as f:
+        f.write(bytes(data))
+    with pytest.raises(
+        StoreError, match=r"docs\.sqlite is damaged \(.*\); the next time it is opened it is kept aside as docs\.sqlite\.corrupt-"
+    ):
+        idx.search("kappa", Scope(), k=5)
+    idx.close()
+    with Index(path) as idx:
+        assert len(checks) == 2 and len(idx.warnings) == 1 and len(list(tmp_path.glob("docs.sqlite.corrupt-*"))) == 1
+        assert idx.documents() == []
