@@ -43,6 +43,6 @@ def test_search_falls_back_to_the_lexical_ranking_with_a_warning(tmp_path, caplo
     with Index(c.index_file) as index:
         assert not ingest.add_paths(index, [d], c, "kb").failed  # indexed without vectors
         with caplog.at_level(logging.WARNING, logger="ernie_ops.docs"):
-            found = Retriever(index, c, client.embed_sync).search("年假每年几天？需提前几天申请？", Scope())
+            found = Retriever(index, c, client.embed_sync).search("年假每年五天，要提前申请吗？", Scope())
     assert found.hits and found.hits[0].file == "leave.txt" and found.rankings == {"lexical": 1}
     assert "dense retrieval skipped" in caplog.text
