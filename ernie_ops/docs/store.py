@@ -59,10 +59,12 @@ this'. IDF (and BM25) use corpus-wide statistics, all owners included.
 
 Measured (tests/bench/store_bench.py, synthetic mixed Chinese/English passages of ~300 characters, bigram,
 k=5, 300 questions, this 2-core machine; CPU time of the search thread, wall time close to it when the
-machine is idle): p50/p99 2.97/4.64 ms at 1k passages, 5.95/9.38 ms at 10k, 7.59/15.06 ms at 100k
+machine is idle): p50/p99 2.97/4.64 ms at 1k passages, 5.95/9.38 ms at 10k, 6.5-9.1/13-16 ms at 100k
+(three runs; wall p99 14.6-22.5 ms while other jobs shared the 2 cores; budget 2000: 11.6 ms)
 (a private scope: 1.1/2.3, 2.9/4.6, 5.2/8.3 ms). Index size ~4-5 KB per passage (3.9 MB per 1k at
 100k); insert ~300-600 passages/s (tokenising included); first open in a process ~1 s at 100k
-(quick_check). Without the postings budget the 100k p50 was ~100 ms (CPU).
+(quick_check). Before the postings budget, the terms table and the narrow chunks table, the 100k
+CPU p50/p99 was 212/407 ms.
 
 Vectors (optional): a vec0 table created at the first add with vectors (dimension fixed then, cosine
 distance), with a metadata column `scope` ('s:<collection>' for shared passages, 'p:<json [owner,
