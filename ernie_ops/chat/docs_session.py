@@ -11,7 +11,10 @@ per thread), which costs about a millisecond.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,23 @@ class Upload:
     size: int | None = None
 
 
+_SHARED: dict[tuple[str, str], Index] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def shared_index(cfg: DocsConfig) -> Iterator[Index]:
+    """The process's one connection to the index (thread-safe: the store serialises on its own lock).
+    Opening per question would repeat the store's open-time work, a whole-file quick_check among it
+    whenever another process has written since (about 1 s at 100k passages)."""
+    key = (cfg.index_file, cfg.tokenizer)
+    with _SHARED_LOCK:
+        index = _SHARED.get(key)
+        if index is None:
+            index = _SHARED[key] = open_index(cfg)
+    yield index
+
+
 def open_index(cfg: DocsConfig) -> Index:
     try:
         Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -65,7 +85,7 @@ class DocsSession:
 
     async def collections(self) -> list[str]:
         def run() -> list[str]:
-            with open_index(self.cfg) as index:
+            with shared_index(self.cfg) as index:
                 return self._allowed(index)
 
         return await asyncio.to_thread(run)
@@ -75,7 +95,7 @@ class DocsSession:
 
     async def has_documents(self) -> bool:
         def run() -> bool:
-            with open_index(self.cfg) as index:
+            with shared_index(self.cfg) as index:
                 return bool(index.documents(self.scope(index)))
 
         return await asyncio.to_thread(run)
@@ -95,7 +115,7 @@ class DocsSession:
 
         def run() -> list[ingest.Outcome]:
             out = []
-            with open_index(self.cfg) as index:
+            with shared_index(self.cfg) as index:
                 for f in files:
                     out.append(self._one(index, f))
             return out
@@ -122,7 +142,7 @@ class DocsSession:
         """Drop this conversation's uploads (the chat ended: its memory is gone, so are its files)."""
 
         def run() -> int:
-            with open_index(self.cfg) as index:
+            with shared_index(self.cfg) as index:
                 return index.remove_conversation(self.user, self.conversation)
 
         return await asyncio.to_thread(run)
@@ -130,7 +150,7 @@ class DocsSession:
     # -- retrieval --------------------------------------------------------------------------------
     async def retrieve(self, question: str) -> Retrieved:
         def run() -> Retrieved:
-            with open_index(self.cfg) as index:
+            with shared_index(self.cfg) as index:
                 return Retriever(index, self.cfg, self.embed).search(question, self.scope(index))
 
         return await asyncio.to_thread(run)
