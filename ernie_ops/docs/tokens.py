@@ -13,9 +13,13 @@ Tokenizers (`TOKENIZERS`):
 - "jieba+bigram": the jieba words plus the bigrams (two-character words are bigrams already and are not repeated).
 
 All input is NFKC-normalised first (full-width Ｖ８０００ -> v8000) and lowercased. Non-CJK words are runs of letters or
-digits; a compound such as `site.yml`, `v1.2.3`, `ops@example.com`, `end-to-end` or `c++` is kept whole as well as in
-its parts. No stemming is done here: the store may declare `tokenize='porter unicode61'` to stem English words (the
-porter step leaves CJK tokens alone), the same on both sides.
+digits; a compound such as `site.yml`, `v1.2.3`, `ops@example.com`, `end-to-end`, `max_body_size` or `c++` is kept
+whole as well as in its parts, and so is a camelCase or PascalCase identifier (`livenessProbe` -> livenessprobe, liveness,
+probe; `GlobalProtect` -> globalprotect, global, protect; `HTTPServer` -> httpserver, http, server): the case is read
+before lowercasing, ASCII letters only. Index and question are tokenised alike, so `liveness probe` finds `livenessProbe`
+and `livenessProbe` still finds itself first (it matches the whole token and the parts). No stemming is done here:
+the store may declare `tokenize='porter unicode61'` to stem English words (the porter step leaves CJK tokens alone),
+the same on both sides.
 
 FTS safety: a token never holds a character `unicode61` splits on. Punctuation inside a token (`c++`, `site.yml`, a
 whitespace token like `配置。`) is mapped to a private-use character, which unicode61 treats as part of a word; letters
@@ -66,11 +70,13 @@ _FULL_WIDTH = re.compile("[\uff01-\uff5e]+")
 _FULL_WIDTH_TO_ASCII = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 
 
-def _normalise(text: str) -> str:
-    """NFKC, lowercased. Full-width ASCII (，：Ｖ８) is mapped first: NFKC itself is slow on text it must change
-    (~0.2 s per MB of Chinese) and fast on text that is already normal, which Chinese text then mostly is."""
+def _normalise(text: str, *, lower: bool = True) -> str:
+    """NFKC, lowercased unless `lower` is False (the camelCase split reads the case first). Full-width ASCII (，：Ｖ８)
+    is mapped first: NFKC itself is slow on text it must change (~0.2 s per MB of Chinese) and fast on text that is
+    already normal, which Chinese text then mostly is."""
     text = _FULL_WIDTH.sub(lambda m: m.group().translate(_FULL_WIDTH_TO_ASCII), text)
-    return unicodedata.normalize("NFKC", text).lower()
+    text = unicodedata.normalize("NFKC", text)
+    return text.lower() if lower else text
 
 
 def _pua(ch: str) -> str:
@@ -113,11 +119,31 @@ def _cjk_tokens(run: str, tokenizer: str) -> list[str]:
     return _bigrams(run) + [w for w in words if len(w) != 2]  # jieba+bigram
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")  # livenessProbe  HTTPServer  md5Sum (not IPv6)
+
+
+def _camel_parts(part: str) -> list[str]:
+    """The lowercased words of a camelCase part (livenessProbe -> liveness, probe), [] when it is one word."""
+    if part.islower() or part.isupper() or not part.isascii():
+        return []
+    words = [w.lower() for w in _CAMEL.split(part) if w]
+    return words if len(words) > 1 else []
+
+
 def _word_tokens(word: str) -> list[str]:
+    """A non-CJK word (original case) -> the lowercased word, plus its parts when it is a compound or camelCase."""
+    lowered = word.lower()
+    if word.isalnum():
+        camel = _camel_parts(word)
+        return [lowered, *camel] if camel else [lowered]
     parts = _PART.findall(word)
     if len(parts) == 1 and parts[0] == word:
-        return parts
-    return [_safe(word), *parts]
+        return [lowered]
+    out = [_safe(lowered)]
+    for part in parts:
+        out.append(part.lower())
+        out += _camel_parts(part)
+    return out
 
 
 def _check(tokenizer: str) -> None:
@@ -128,15 +154,14 @@ def _check(tokenizer: str) -> None:
 def tokenize(text: str, tokenizer: str) -> list[str]:
     """The tokens of `text` in order, with repeats (what the index counts)."""
     _check(tokenizer)
-    text = _normalise(text)
     if tokenizer == "whitespace":
-        return [_safe(t) for t in text.split()]
+        return [_safe(t) for t in _normalise(text).split()]
     out: list[str] = []
-    for m in _PIECE.finditer(text):
+    for m in _PIECE.finditer(_normalise(text, lower=False)):
         piece = m.group()
         if m.lastgroup == "cjk":
             out += _cjk_tokens(piece, tokenizer)
-        elif piece.isalnum():  # the common case: a plain word, nothing unicode61 would split
+        elif piece.isalnum() and piece.islower():  # the common case: a plain lowercase word, nothing to split
             out.append(piece)
         else:
             out += _word_tokens(piece)
@@ -198,15 +223,14 @@ def _split_stop_greedy(run: str) -> list[str]:
 def query_terms(text: str, tokenizer: str, *, limit: int = MAX_QUERY_TERMS) -> list[str]:
     """The distinct index tokens of a question, in order, without stop words or punctuation (at most `limit`)."""
     _check(tokenizer)
-    norm = _normalise(text)
     if tokenizer == "whitespace":
-        tokens = [_safe(t) for t in norm.split() if _HAS_ALNUM.search(t)]  # punctuation-only tokens are not terms
+        tokens = [_safe(t) for t in _normalise(text).split() if _HAS_ALNUM.search(t)]  # punctuation-only tokens are not terms
     else:
         tokens = []
-        for m in _PIECE.finditer(norm):
+        for m in _PIECE.finditer(_normalise(text, lower=False)):
             if m.lastgroup == "cjk":
                 tokens += _query_cjk(m.group(), tokenizer)
-            elif not _is_stop(m.group()):
+            elif not _is_stop(m.group().lower()):
                 tokens += _word_tokens(m.group())
     seen: dict[str, None] = {}
     for t in tokens:

@@ -77,6 +77,23 @@ def test_compounds_are_kept_whole_and_in_parts():
     assert tokens._safe("site.yml") in toks and tokens._safe("ops@example.com") in toks
 
 
+@pytest.mark.parametrize("tokenizer", CJK_AWARE)
+def test_camel_case_identifiers_are_kept_whole_and_in_parts(tokenizer):
+    assert tokenize("livenessProbe", tokenizer) == ["livenessprobe", "liveness", "probe"]
+    assert tokenize("HTTPServer macOS", tokenizer) == ["httpserver", "http", "server", "macos", "mac", "os"]
+    assert tokenize("readinessProbe.httpGet", tokenizer) == [
+        tokens._safe("readinessprobe.httpget"), "readinessprobe", "readiness", "probe", "httpget", "http", "get",
+    ]  # fmt: skip
+    # words that are not camelCase stay one token: all capitals, capitalised, digits after capitals (IPv6), non-ASCII
+    for word in ("NGINX", "Kubernetes", "IPv6", "Straße"):
+        assert tokenize(word, tokenizer) == [word.lower()]
+    assert query_terms("livenessProbe 配置", tokenizer)[:3] == ["livenessprobe", "liveness", "probe"]
+
+
+def test_the_whitespace_baseline_does_not_split_camel_case():
+    assert tokenize("livenessProbe", "whitespace") == ["livenessprobe"]
+
+
 def test_vpn_dash_chinese_is_the_word_and_the_chinese():
     for tk in CJK_AWARE:
         assert {"vpn", "配置"} <= set(tokenize("VPN-配置", tk))
@@ -92,6 +109,8 @@ def test_every_token_is_exactly_one_unicode61_token(tokenizer):
         "k8s",
         "a@b.c",
         "v1.2.3",
+        "livenessProbe",
+        "HTTPServer.getURL",
         "ジョン・スミス",
         "한국어",
     ]
@@ -193,6 +212,13 @@ def test_mixed_vpn_question(tokenizer):
 def test_cpp_ranks_above_c(tokenizer):
     hits = Fts(tokenizer, DOCS).search("C++ 规范")
     assert hits[0] == 3 and 4 in hits
+
+
+@pytest.mark.parametrize("tokenizer", CJK_AWARE)
+def test_words_find_the_camel_case_identifier_and_it_finds_itself_first(tokenizer):
+    docs = ["Set a livenessProbe on every container.", "A probe of the liveness of upstream services is not allowed."]
+    assert Fts(tokenizer, docs[:1]).search("liveness probe") == [0]
+    assert Fts(tokenizer, docs).search("livenessProbe")[0] == 0
 
 
 @pytest.mark.parametrize("tokenizer", TOKENIZERS)
