@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ernie_ops.aside import keep_aside
 from ernie_ops.errors import ErnieOpsError
 
 HISTORY_LIMIT = 100
@@ -138,20 +139,6 @@ def load(state_dir: Path) -> State:
         )
 
 
-def _keep_aside(path: Path) -> Path:
-    """Move a corrupt state file to state.json.corrupt-<UTC time>; never over an existing file (a link cannot)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    for n in range(1000):
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
-        try:
-            os.link(path, aside)
-        except FileExistsError:
-            continue
-        os.unlink(path)
-        return aside
-    raise FileExistsError(errno.EEXIST, "1000 corrupt copies from this second already exist", str(path))
-
-
 def record(state_dir: Path, entry: dict, active_port: int | None, previous_port: int | None) -> State:
     """Append one cutover/rollback outcome and write the file atomically.
 
@@ -167,7 +154,7 @@ def record(state_dir: Path, entry: dict, active_port: int | None, previous_port:
         raise _dir_error(state_dir, exc, "read the state file in") from None
     except _Corrupt as exc:
         try:
-            aside = _keep_aside(path)
+            aside = keep_aside(path)
         except OSError as err:
             raise _dir_error(state_dir, err, "keep the corrupt state file aside in") from None
         st = State(warnings=[f"state file {path} {exc}; kept it as {aside} and started a new history"])

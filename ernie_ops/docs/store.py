@@ -92,6 +92,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ernie_ops.aside import keep_aside
 from ernie_ops.docs.model import Chunk, Hit
 from ernie_ops.errors import ErnieOpsError
 
@@ -196,10 +197,6 @@ def _tokens():
     return tokens
 
 
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
 def _os_error(path: Path, exc: OSError, doing: str) -> StoreError:
     reason = exc.strerror or str(exc)
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -211,26 +208,6 @@ def _os_error(path: Path, exc: OSError, doing: str) -> StoreError:
     else:
         fix = "fix it or point the index at another directory"
     return StoreError(f"cannot {doing} the document index {path}: {reason}; {fix}")
-
-
-def _keep_aside(path: Path) -> Path:
-    """Rename a damaged database (and its -wal/-shm) to <name>.corrupt-<UTC stamp>[-n]; never over a file."""
-    stamp = _stamp()
-    for n in range(1000):
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
-        try:
-            os.link(path, aside)
-        except FileExistsError:
-            continue
-        for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                target = aside.with_name(aside.name + suffix)
-                if not target.exists():
-                    os.replace(side, target)
-        os.unlink(path)
-        return aside
-    raise FileExistsError(errno.EEXIST, "1000 corrupt copies from this second already exist", str(path))
 
 
 @contextlib.contextmanager
@@ -399,7 +376,7 @@ class Index:
             conn.close()
             raise
         conn.close()
-        aside = _keep_aside(path)
+        aside = keep_aside(path, ("-wal", "-shm"))
         self.warnings.append(
             f"the document index {path} was damaged ({problem}); kept it as {aside} and started an empty index: add the documents again"
         )
