@@ -25,6 +25,8 @@ import string
 import sys
 from pathlib import Path
 
+from tests.harness.tiny_model import cached_build
+
 SERVED_NAME = "bert-tiny"
 HIDDEN_SIZE = 64  # 2 heads of 32: a head size vLLM's CPU attention accepts
 MAX_POSITIONS = 512
@@ -144,13 +146,7 @@ def reference(model_dir: Path) -> dict:
 
 def cached(cache_root: Path) -> Path:
     """The model for this generator version, built once into `cache_root` and reused."""
-    target = cache_root / f"bert-tiny-{fingerprint()}"
-    if (target / "bert-tiny.json").exists():
-        return target
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    build(tmp)
-    os.replace(tmp, target)  # a half-built model is never visible under the final name
-    return target
+    return cached_build(cache_root, "bert-tiny", "bert-tiny.json", fingerprint(), build)
 
 
 if __name__ == "__main__":

@@ -80,15 +80,20 @@ def build(out: Path) -> Path:
     return out
 
 
-def cached(cache_root: Path) -> Path:
-    """The model for this generator version, built once into `cache_root` and reused."""
-    target = cache_root / f"ernie-tiny-{fingerprint()}"
-    if (target / "ernie-tiny.json").exists():
+def cached_build(cache_root: Path, prefix: str, marker: str, fingerprint: str, build) -> Path:
+    """`cache_root/<prefix>-<fingerprint>`, built once by `build(dir)` (done when `marker` exists) and reused."""
+    target = cache_root / f"{prefix}-{fingerprint}"
+    if (target / marker).exists():
         return target
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     build(tmp)
     os.replace(tmp, target)  # a half-built model is never visible under the final name
     return target
+
+
+def cached(cache_root: Path) -> Path:
+    """The model for this generator version, built once into `cache_root` and reused."""
+    return cached_build(cache_root, "ernie-tiny", "ernie-tiny.json", fingerprint(), build)
 
 
 if __name__ == "__main__":
