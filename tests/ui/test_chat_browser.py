@@ -161,6 +161,21 @@ def test_long_conversation_is_cut_to_the_budget_without_errors(chat, sb):
 # --- document Q&A (issue 10): the operator's collection, uploads, sources in the side panel, isolation ---
 
 
+def test_docs_with_nothing_indexed_asks_for_files_then_answers_from_them(chat, sb, tmp_path_factory):
+    chat.choose_profile(DOCS_PROFILE)
+    md = tmp_path_factory.mktemp("ask") / "ops.md"
+    md.write_bytes(doc_fixtures.markdown_zh())
+    n0 = chat.send("回滚时恢复什么目录？")
+    chat.page.wait_for_selector("#ask-button-input", state="attached", timeout=30_000)
+    chat.shot("10a-docs-asks-for-files")
+    chat.page.set_input_files("#ask-button-input", [str(md)])
+    msgs = "[...document.querySelectorAll('[data-step-type=\"assistant_message\"]')]"
+    chat.page.wait_for_function(f"(n) => {msgs}.slice(n).some(e => /【\\d+】 ops\\.md/.test(e.innerText))", arg=n0, timeout=120_000)
+    reply = chat.reply(n0)
+    chat.shot("10b-docs-answer-from-the-asked-file")
+    assert "ops.md, 部署 > 升级 > 回滚" in reply.text, reply.text
+
+
 def test_docs_answer_cites_the_operators_collection_and_opens_the_passage(chat, sb):
     r = host.cli(sb, "docs", "add", CORPUS_INSIDE, "--collection", "handbook", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -168,16 +183,16 @@ def test_docs_answer_cites_the_operators_collection_and_opens_the_passage(chat, 
     # run as root, the CLI wrote as the app's user: the app can still write its index (-wal, -shm)
     owners = sb.run("stat -c %U /var/lib/ernie-ops-chat/docs/index.sqlite*").stdout.split()
     assert set(owners) == {"ernie"}, owners
-    chat.choose_profile(DOCS_PROFILE)
     since = now(sb)
-    n0 = chat.send("年假有多少天？")
+    n0 = chat.send("年假有多少天？")  # the same chat: the collection joins the file it was given
     reply = chat.reply(n0)
-    chat.shot("10a-docs-answer-with-sources")
-    assert "leave_policy.md" in reply.text and "【1】" in reply.text, reply.text
-    title, text = chat.open_source("【1】")
-    chat.shot("10b-docs-source-in-side-panel")
+    chat.shot("10c-docs-answer-with-sources")
+    line = next(x for x in reply.text.splitlines() if "leave_policy.md" in x)
+    name = re.search(r"【\d+】", line).group(0)
+    title, text = chat.open_source(name)
+    chat.shot("10d-docs-source-in-side-panel")
     print(f"\nside panel: {title!r}: {text[:120]!r}")
-    assert title == "【1】" and "年假" in text and "leave_policy.md" in text
+    assert title == name and "年假" in text and "leave_policy.md" in text
     (line,) = replies(sb, since)
     assert line["outcome"] == "done" and int(line["passages"]) >= 1 and line["upstream"].startswith("127.0.0.1:"), line
 
