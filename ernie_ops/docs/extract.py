@@ -21,7 +21,9 @@ Formats (the type is decided by the content, and must agree with the extension):
   size, and compression ratio of any member over 1 MB: "bomb"), then python-docx reads the body in order:
   paragraphs styled "Heading n" (or "标题 n") give the heading path, tables give rows of cells joined by " | ".
 - Markdown (.md/.markdown, text content): markdown-it-py's CommonMark token stream plus tables; one Section per
-  heading path, e.g. ("部署", "升级"), its text starting with the heading itself; text without markup: code
+  heading path, e.g. ("部署", "升级"), its text starting with the heading itself (a heading with no text of its own
+  gives no Section; a preamble, one short line such as a title's byline, opens its first sub-section's text: see
+  _SectionBuilder); text without markup: code
   blocks kept, list items and table rows one per line (cells joined by " | "), links as their text, images as
   their alt text, raw HTML dropped.
 - Plain text (.txt): UTF-8 (with or without BOM), UTF-16 with a BOM; otherwise GB18030 (a superset of GBK and
@@ -461,32 +463,58 @@ def _row_text(cells: list[str]) -> str:
     return " | ".join(" ".join(c.split()) for c in cells)
 
 
+PREAMBLE_CHARS = 120  # a section body of one line shorter than this, followed by a sub-section, is a preamble
+
+
 class _SectionBuilder:
     """Collects lines under the current heading path; a heading starts a new section (its text the first
-    line); a section with nothing but its heading is dropped (its words are in its children's paths)."""
+    line); a section with nothing but its heading is dropped (its words are in its children's paths).
+
+    A preamble, a section whose body is one short line (under PREAMBLE_CHARS: a document title's byline such as
+    "Owner: IT Service Desk" or "维护：行政部") followed directly by its first sub-section, is not a section of its own:
+    its heading and line open that sub-section's text. Alone it would be a passage of a title and a byline, which
+    BM25's length normalisation ranks first for any short question naming the title ("VPN 配置" found
+    "VPN 配置指南（Windows）/ 适用系统：..." instead of the passage with the gateway address)."""
 
     def __init__(self) -> None:
         self.stack: list[tuple[int, str]] = []
-        self.lines: list[str] = []
+        self.head: list[str] = []  # the section's first lines: a carried preamble, then its heading
+        self.lines: list[str] = []  # its body
         self.sections: list[Section] = []
 
     def heading(self, level: int, text: str) -> None:
-        self._flush()
         text = normalize(text).replace("\n", " ")
+        carry = self._preamble(level)
+        if carry is None:
+            self._flush()
+            carry = []
         while self.stack and self.stack[-1][0] >= level:
             self.stack.pop()
         self.stack.append((level, text))
-        self.lines = [text]
+        self.head, self.lines = [*carry, text], []
+
+    def _preamble(self, level: int) -> list[str] | None:
+        """The lines to open a sub-section at `level` with, when the current section is a preamble; else None."""
+        if not self.stack or self.stack[-1][0] >= level:
+            return None  # not a sub-section of the current section
+        body = normalize("\n".join(self.lines))
+        if not body:
+            return self.head[:-1]  # a heading alone is dropped, but what it carried is passed on
+        if "\n" in body or len(body) >= PREAMBLE_CHARS:
+            return None
+        return [*self.head, body]
 
     def add(self, text: str) -> None:
         self.lines.append(text)
 
     def _flush(self) -> None:
         heading = tuple(t for _, t in self.stack)
-        body = normalize("\n".join(self.lines[1:] if heading else self.lines))
+        body = normalize("\n".join(self.lines))
         if body:
-            self.sections.append(Section(f"{self.lines[0]}\n{body}" if heading else body, heading=heading))
-        self.lines = []
+            self.sections.append(Section("\n".join([*self.head, body]), heading=heading))
+        elif len(self.head) > 1:  # a carried preamble whose sub-section has no text: kept as it is, never lost
+            self.sections.append(Section("\n".join(self.head), heading=heading))
+        self.head, self.lines = [], []
 
     def done(self) -> list[Section]:
         self._flush()

@@ -78,8 +78,12 @@ systemctl stop ernie-chat
 """
 # the sections extract() must give for MARKDOWN_ZH: (heading path, text)
 MARKDOWN_ZH_SECTIONS: list[tuple[tuple[str, ...], str]] = [
-    (("部署",), "部署\n安装前请确认 Python 3.11 已就绪，详见官方文档。"),
-    (("部署", "升级"), "升级\n升级步骤：先停止服务，再替换模型文件。\n停止 ernie-chat 服务\n替换权重\nsystemctl stop ernie-chat"),
+    # 部署's one short line is a preamble (extract.PREAMBLE_CHARS): it opens its first sub-section's text
+    (
+        ("部署", "升级"),
+        "部署\n安装前请确认 Python 3.11 已就绪，详见官方文档。\n"
+        "升级\n升级步骤：先停止服务，再替换模型文件。\n停止 ernie-chat 服务\n替换权重\nsystemctl stop ernie-chat",
+    ),
     (("部署", "升级", "回滚"), "回滚\n回滚时恢复备份目录。"),
     (("部署", "配置"), "配置\n参数 | 默认值\nport | 8000\n超时 | 60 秒"),
     (("FAQ",), "FAQ\nVPN 配置：先连接公司网络。\n年假：每年五天。"),
@@ -97,8 +101,7 @@ DOCX_BLOCKS: list[tuple[str, str]] = [  # (style, text) in document order; "tabl
 DOCX_TABLE: list[list[str]] = [["姓名", "电话"], ["张三", "8001"], ["Li Si", "8002"]]  # placed under "Contacts"
 DOCX_SECTIONS: list[tuple[tuple[str, ...], str]] = [
     ((), "本手册介绍 ernie-ops 的日常运维。"),
-    (("运维",), "运维\n每天检查服务状态。"),
-    (("运维", "备份"), "备份\n备份在每天凌晨两点执行。"),
+    (("运维", "备份"), "运维\n每天检查服务状态。\n备份\n备份在每天凌晨两点执行。"),  # a preamble opens its sub-section
     (("Contacts",), "Contacts\nCall the on-duty engineer.\n姓名 | 电话\n张三 | 8001\nLi Si | 8002"),
 ]
 

@@ -126,6 +126,32 @@ def test_markdown_text_before_the_first_heading_and_skipped_levels():
     ]
 
 
+def test_a_title_with_a_one_line_byline_opens_its_first_sub_section():
+    """A near-empty passage (title + byline) would win BM25 for any short question naming the title."""
+    text = "# VPN 配置指南（Windows）\n\n维护：IT 服务台\n\n## 概述\n\n网关地址为 vpn.example.com。\n\n## 安装\n\n双击安装包。\n"
+    result = extract(text.encode(), "vpn.md")
+    assert [(s.heading, s.text) for s in result.sections] == [
+        (("VPN 配置指南（Windows）", "概述"), "VPN 配置指南（Windows）\n维护：IT 服务台\n概述\n网关地址为 vpn.example.com。"),
+        (("VPN 配置指南（Windows）", "安装"), "安装\n双击安装包。"),
+    ]
+
+
+def test_only_a_short_one_line_section_followed_by_its_own_sub_section_is_a_preamble():
+    long_line = "x" * extract_mod.PREAMBLE_CHARS
+    cases = {
+        "# A\n\nshort\n\n# B\n\nbody\n": [(("A",), "A\nshort"), (("B",), "B\nbody")],  # a sibling follows, not a child
+        "# A\n\nline one\n\nline two\n\n## B\n\nbody\n": [(("A",), "A\nline one\nline two"), (("A", "B"), "B\nbody")],
+        f"# A\n\n{long_line}\n\n## B\n\nbody\n": [(("A",), f"A\n{long_line}"), (("A", "B"), "B\nbody")],
+        # carried through a heading with no text of its own, to the first sub-section that has text
+        "# A\n\nby me\n\n## B\n\n### C\n\nbody\n": [(("A", "B", "C"), "A\nby me\nC\nbody")],
+        # its sub-section has no text: the preamble is kept as it is, never lost
+        "# A\n\nby me\n\n## B\n\n# D\n\nbody\n": [(("A", "B"), "A\nby me\nB"), (("D",), "D\nbody")],
+        "# A\n\nby me\n\n## B\n": [(("A", "B"), "A\nby me\nB")],
+    }
+    for text, expected in cases.items():
+        assert [(s.heading, s.text) for s in extract(text.encode(), "a.md").sections] == expected, text
+
+
 def test_markdown_soft_break_in_english_becomes_a_space():
     result = extract(b"# Intro\n\nThe service\nrestarts nightly.\n", "a.md")
     assert result.sections[0].text == "Intro\nThe service restarts nightly."
