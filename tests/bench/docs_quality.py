@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -42,7 +42,7 @@ from ernie_ops.docs import store, tokens
 from ernie_ops.docs.chunk import chunk
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.fusion import rrf
-from ernie_ops.docs.model import Chunk, Extracted, Hit
+from ernie_ops.docs.model import Extracted, Hit
 from ernie_ops.docs.store import Index, Scope
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -112,13 +112,16 @@ def chunked(corpus: Sequence[Document], size: int, overlap: int) -> dict[str, li
     return {d.name: chunk(d.extracted.sections, size, overlap) for d in corpus}
 
 
-HEADING_MARK = "\u2063\n"  # ends the heading-path prefix of the "+heading" variant (invisible separator)
-
-
-def with_heading(c: Chunk) -> Chunk:
-    """Experiment: the passage's heading path in front of its text, so every passage under "VPN 配置指南（Windows）"
-    carries those words (the product indexes the passage text alone; only a section's first passage has its heading)."""
-    return replace(c, text=" > ".join(c.heading) + HEADING_MARK + c.text) if c.heading else c
+@contextlib.contextmanager
+def passage_only() -> Iterator[None]:
+    """Experiment: indexes built inside index each passage's text alone, without its heading path (the product indexes
+    the heading path with it: store.token_source). Bench only: flips store.INDEX_HEADINGS for the duration."""
+    old = store.INDEX_HEADINGS
+    store.INDEX_HEADINGS = False
+    try:
+        yield
+    finally:
+        store.INDEX_HEADINGS = old
 
 
 @contextlib.contextmanager
@@ -140,27 +143,27 @@ STORE_TOKENIZE = "tokenize = 'unicode61 remove_diacritics 2'"
 
 def build_index(
     path: Path, corpus: Sequence[Document], tokenizer: str, size: int, overlap: int,
-    embed: Callable[[list[str]], list[list[float]]] | None = None, *, heading: bool = False, porter: bool = False,
+    embed: Callable[[list[str]], list[list[float]]] | None = None, *, heading: bool = True, porter: bool = False,
 ) -> Index:  # fmt: skip
-    with porter_stemming() if porter else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if porter:
+            stack.enter_context(porter_stemming())
+        if not heading:
+            stack.enter_context(passage_only())
         index = Index(path, tokenizer=tokenizer)
-    for d in corpus:
-        chunks = chunk(d.extracted.sections, size, overlap)
-        if heading:
-            chunks = [with_heading(c) for c in chunks]
-        vectors = embed([c.text for c in chunks]) if embed else None
-        index.add(
-            d.name, hashlib.sha256(d.data).hexdigest(), len(d.data), d.extracted.kind, chunks, pages=d.extracted.pages, vectors=vectors
-        )
+        for d in corpus:
+            chunks = chunk(d.extracted.sections, size, overlap)
+            vectors = embed([c.text for c in chunks]) if embed else None
+            index.add(
+                d.name, hashlib.sha256(d.data).hexdigest(), len(d.data), d.extracted.kind, chunks, pages=d.extracted.pages, vectors=vectors
+            )
     return index
 
 
 def answer_rank(hits: Sequence[Hit], question: Question) -> int | None:
-    """1-based rank of the first hit that answers the question, or None. A heading-path prefix (the "+heading"
-    experiment) is not part of the passage: an answer found only there does not count."""
+    """1-based rank of the first hit that answers the question, or None."""
     for rank, h in enumerate(hits, 1):
-        text = h.text.split(HEADING_MARK, 1)[-1]
-        if h.file in question.docs and any(a in text for a in question.answers):
+        if h.file in question.docs and any(a in h.text for a in question.answers):
             return rank
     return None
 
@@ -293,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--embeddings", nargs=2, metavar=("URL", "MODEL"), help="an OpenAI /v1/embeddings server and its model: adds dense and fused rows"
     )
-    p.add_argument("--no-experiments", action="store_true", help="skip the +heading / +porter experiment rows")
+    p.add_argument("--no-experiments", action="store_true", help="skip the -heading / +porter experiment rows")
     p.add_argument("--misses", action="store_true", help="list the questions the best tokenizer does not answer in the top 3")
     a = p.parse_args(argv)
     names = [t.strip() for t in a.tokenizers.split(",") if t.strip()]
@@ -352,9 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if not a.no_experiments:
             for label, kw in (
-                ("+heading", {"heading": True}),
+                ("-heading", {"heading": False}),
                 ("+porter", {"porter": True}),
-                ("+heading+porter", {"heading": True, "porter": True}),
+                ("-heading+porter", {"heading": False, "porter": True}),
             ):
                 for name in dict.fromkeys([cfg.tokenizer, best]):
                     t0 = time.perf_counter()

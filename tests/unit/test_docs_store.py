@@ -369,6 +369,39 @@ def test_changing_the_tokenizer_reindexes_the_stored_passages(tmp_path):
         Index(path, tokenizer="nope")
 
 
+def test_a_passage_is_found_by_its_heading_path_but_shows_and_covers_only_its_own_text(index):
+    heading = ("VPN 配置指南（Windows）", "概述")
+    text = "网关地址为 vpn.example.com，登录使用 SSO 账号。"
+    index.add("vpn.md", "s", 1, "markdown", [Chunk(text, 0, 40, 40 + len(text), heading=heading)])
+    _add(index, "other.md", "报销需要在 60 天内提交。")
+    (hit,) = index.search("配置指南", Scope(), k=5)  # words only in the heading path
+    assert (hit.file, hit.text, hit.heading, hit.start, hit.end) == ("vpn.md", text, heading, 40, 40 + len(text))
+    assert hit.coverage == 0.0  # the passage itself does not hold them: the relevance gate is not fooled
+    (hit,) = index.search("SSO 账号", Scope(), k=5)
+    assert hit.coverage == pytest.approx(1.0)
+    # the heading's tokens are counted in the passage's terms (and taken away with it)
+    assert _raw(index.path, "SELECT df FROM terms WHERE term = '指南'") == [(1,)]
+    index.remove(hit.doc_id)
+    assert _raw(index.path, "SELECT df FROM terms WHERE term = '指南'") == []
+
+
+def test_an_index_from_before_heading_paths_were_indexed_is_reindexed_on_open(tmp_path, monkeypatch):
+    path = tmp_path / "docs.sqlite"
+    monkeypatch.setattr(store, "INDEX_HEADINGS", False)  # stands for the older code: the passage text alone
+    with Index(path) as idx:
+        idx.add("vpn.md", "s", 1, "markdown", [Chunk("网关地址为 vpn.example.com。", 0, 0, 22, heading=("配置指南",))])
+        assert idx.search("配置指南", Scope(), k=5) == []
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM meta WHERE key = 'token_source'")  # an index written before the key existed
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(store, "INDEX_HEADINGS", True)
+    with Index(path) as idx:
+        (hit,) = idx.search("配置指南", Scope(), k=5)
+        assert hit.text == "网关地址为 vpn.example.com。"
+    assert _raw(path, "SELECT value FROM meta WHERE key = 'token_source'") == [(store.TOKEN_SOURCE,)]
+
+
 # ---- dense ---------------------------------------------------------------------------------------
 
 
