@@ -13,14 +13,16 @@ from ernie_ops.docs.retrieve import Retriever
 from ernie_ops.docs.store import Scope
 from tests.bench import docs_quality as dq
 
-# Measured with the defaults (unigram+bigram, 400/80, top_k 4, min_coverage 0.35) on 79 + 21 golden questions:
-# recall@3 zh 0.881 (37/42), en 0.811 (30/37); gate kept 0.810 of answerable (zh 0.810, en 0.811), refused 0.714 of
-# unanswerable (zh 0.909, en 0.500). One question more or less moves a Chinese share by 0.024, an English one by 0.027.
+# Measured with the defaults (unigram+bigram, 400/80, heading paths indexed with the passages, preambles opening their
+# first sub-section, camelCase split; top_k 4, min_coverage 0.35) on 79 + 21 golden questions: recall@3 zh 0.929
+# (39/42), en 0.865 (32/37); gate kept 0.823 of answerable (zh 0.810, en 0.838), refused 0.714 of unanswerable
+# (zh 0.909, en 0.500). One question more or less moves a Chinese share by 0.024, an English one by 0.027, a kept
+# share by 0.013, a refused share by 0.048: each floor allows about one question less.
 FLOORS = {
-    "recall3_zh": 0.85,
-    "recall3_en": 0.75,
-    "kept": 0.75,  # answerable questions the gate lets through to the model
-    "refused": 0.65,  # unanswerable questions the gate stops ("the documents do not answer this")
+    "recall3_zh": 0.90,  # the goal
+    "recall3_en": 0.83,
+    "kept": 0.80,  # answerable questions the gate lets through to the model
+    "refused": 0.66,  # unanswerable questions the gate stops ("the documents do not answer this")
 }
 
 
