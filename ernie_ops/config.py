@@ -200,7 +200,7 @@ class DocsCollectionConfig(_Section):
 
 class DocsConfig(_Section):
     """Document Q&A (`ernie-ops docs`, the chat app's retrieval scenarios). Defaults measured by
-    tests/bench/docs_quality.py (see README: quality table)."""
+    benchmarks/docs_quality.py (see README: quality table)."""
 
     index_file: str = Field("/var/lib/ernie-ops-chat/docs/index.sqlite", min_length=1, description="SQLite index (chat app's state dir)")
     tokenizer: str = Field("unigram+bigram", description="index tokens: bigram | jieba | jieba+bigram | unigram+bigram | whitespace")

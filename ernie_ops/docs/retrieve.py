@@ -3,7 +3,7 @@
 Lexical ranking (FTS5 BM25 over the CJK-aware tokens) always; with `chat.docs.embeddings` on, a dense
 ranking from the embedding server too, fused by reciprocal rank. The relevance gate is lexical: the
 best passage must hold at least `min_coverage` of the question's terms (IDF-weighted), calibrated
-on the golden set's answerable and unanswerable questions (tests/bench/docs_quality.py). Below it the
+on the golden set's answerable and unanswerable questions (benchmarks/docs_quality.py). Below it the
 chat app says so and does not call the model: a small model given unrelated passages answers anyway.
 """
 

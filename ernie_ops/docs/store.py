@@ -32,7 +32,7 @@ text, so deleting a document (the cascade) leaves nothing behind.
 Why a normal (content-storing) FTS5 table: SQLite here is 3.40, where a contentless table
 (content='') cannot DELETE rows (contentless_delete is 3.43+) except by replaying the exact tokens
 that were indexed, which a tokenizer upgrade (e.g. a new jieba dictionary) would silently break and
-corrupt the index. Measured (tests/bench/store_bench.py --contentless, bigram, 10k passages of ~300
+corrupt the index. Measured (benchmarks/store_bench.py --contentless, bigram, 10k passages of ~300
 characters): the FTS5 postings ~1.1 KB/passage, the stored token column ~1.4 KB/passage more; that
 price buys plain deletes and the token text the coverage check reads. Why `terms` instead of
 fts5vocab: fts5vocab's document count walks the term's whole posting list (5-25 ms per question at
@@ -40,7 +40,7 @@ fts5vocab: fts5vocab's document count walks the term's whole posting list (5-25 
 
 The token column holds a passage's heading path and then its text (`token_source`): a passage deep in
 "VPN 配置指南（Windows） > 概述" is found by the words of its document title and section too, though only a
-section's first passage starts with its heading line (tests/bench/docs_quality.py, golden set, unigram+bigram
+section's first passage starts with its heading line (benchmarks/docs_quality.py, golden set, unigram+bigram
 400/80: recall@3 zh 0.881 -> 0.929, en 0.838 -> 0.865 against the "-heading" row). Coverage (below) counts the
 passage's own tokens only: with the heading tokens counted too, the gate at min_coverage 0.35 refused 0.667 of
 the unanswerable questions instead of 0.714. The passage text stored, shown and given to the model is the
@@ -67,7 +67,7 @@ small weight; a term in no passage with the largest weight) found among the pass
 itself must hold the words): the chat app's gate for 'the documents do not answer this'. IDF (and BM25) use
 corpus-wide statistics, all owners included.
 
-Measured (tests/bench/store_bench.py, synthetic mixed Chinese/English passages of ~300 characters, bigram,
+Measured (benchmarks/store_bench.py, synthetic mixed Chinese/English passages of ~300 characters, bigram,
 k=5, 300 questions, this 2-core machine; CPU time of the search thread, wall time close to it when the
 machine is idle): p50/p99 2.97/4.64 ms at 1k passages, 5.95/9.38 ms at 10k, 6.5-9.1/13-16 ms at 100k
 (three runs; wall p99 14.6-22.5 ms while other jobs shared the 2 cores; budget 2000: 11.6 ms)

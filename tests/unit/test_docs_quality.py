@@ -1,6 +1,6 @@
 """Quality gate for document retrieval: the corpus in tests/data/docs_corpus indexed with the product's defaults
 (DocsConfig: tokenizer, chunk size/overlap, top_k, min_coverage), asked the golden questions of
-tests/data/docs_golden.yaml. Floors, not exact values: they sit a little under what tests/bench/docs_quality.py
+tests/data/docs_golden.yaml. Floors, not exact values: they sit a little under what benchmarks/docs_quality.py
 measured (see FLOORS), so a change that makes retrieval or the relevance gate worse fails here, and the bench says
 by how much. Not a timing test (~3 s)."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import docs_quality as dq
 from ernie_ops.config import DocsConfig
 from ernie_ops.docs.retrieve import Retriever
 from ernie_ops.docs.store import Scope
-from tests.bench import docs_quality as dq
 
 # Measured with the defaults (unigram+bigram, 400/80, heading paths indexed with the passages, preambles opening their
 # first sub-section, camelCase split; top_k 4, min_coverage 0.35) on 79 + 21 golden questions: recall@3 zh 0.929

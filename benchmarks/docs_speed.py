@@ -1,6 +1,6 @@
 """Speed of document Q&A on realistic text: ingest throughput and query latency; prints tables, asserts nothing.
 
-    python -m tests.bench.docs_speed [--sizes 1000,10000,100000] [--pdf-pages 200] [--md-copies 30] [--tokenizer T]
+    python -m benchmarks.docs_speed [--sizes 1000,10000,100000] [--pdf-pages 200] [--md-copies 30] [--tokenizer T]
 
 1. Ingest (ernie_ops.docs.extract -> chunk -> store.Index.add, the product defaults from DocsConfig), per format,
    with the time of each phase: text PDFs generated here with reportlab from the corpus's own sentences (English in
@@ -12,7 +12,7 @@
    one language, ~chunk_chars long, so the vocabulary and term frequencies are those of real internal docs, and
    at 100k every corpus term is in thousands of passages: a worst case for posting lists), 20 passages a
    document; queried with the golden set's real questions (answerable and unanswerable), over all shared
-   documents. The timing loop is tests/bench/store_bench.py's `measure` (k=5; wall and CPU time per query: on a
+   documents. The timing loop is benchmarks/store_bench.py's `measure` (k=5; wall and CPU time per query: on a
    loaded machine the CPU time is the query's cost, the wall time what a user waits; the store's own bench uses a
    Zipf-synthetic corpus instead); also build rate, index size per 1k passages, and the growth of each from one
    size to the next (x10 passages).
@@ -31,14 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.docs_quality import load_corpus, load_golden, source_state
+from benchmarks.store_bench import measure
 from ernie_ops.config import DocsConfig
 from ernie_ops.docs import tokens
 from ernie_ops.docs.chunk import chunk, split_sentences
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope
-from tests.bench.docs_quality import load_corpus, load_golden, source_state
-from tests.bench.store_bench import measure
 from tests.harness.doc_fixtures import pdf_pages
 
 PER_DOC = 20
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     cfg = DocsConfig()
-    p = argparse.ArgumentParser(prog="python -m tests.bench.docs_speed", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.docs_speed", description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="passage counts for the latency table")
     p.add_argument("--pdf-pages", type=int, default=200, help="pages per PDF kind (4 files of a quarter each)")
     p.add_argument("--md-copies", type=int, default=30, help="copies of the corpus's Markdown files to ingest")

@@ -1,6 +1,6 @@
 """Retrieval quality of the document index on the golden set: prints tables, asserts nothing.
 
-    python -m tests.bench.docs_quality [--k 10] [--sizes 200/40,400/80] [--embeddings URL MODEL]
+    python -m benchmarks.docs_quality [--k 10] [--sizes 200/40,400/80] [--embeddings URL MODEL]
 
 Corpus: tests/data/docs_corpus/ (35 internal documents of an imaginary company, Chinese and English, with
 overlapping vocabulary). Golden set: tests/data/docs_golden.yaml (questions with the file and answer substrings
@@ -45,7 +45,7 @@ from ernie_ops.docs.fusion import rrf
 from ernie_ops.docs.model import Extracted, Hit
 from ernie_ops.docs.store import Index, Scope
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 CORPUS = DATA / "docs_corpus"
 GOLDEN = DATA / "docs_golden.yaml"
 LANGS = ("zh", "en")
@@ -235,7 +235,7 @@ def source_state() -> str:
     """The commit the bench ran on, and whether ernie_ops/docs had uncommitted changes (numbers depend on them)."""
     import subprocess
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     cfg = DocsConfig()
-    p = argparse.ArgumentParser(prog="python -m tests.bench.docs_quality", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.docs_quality", description=__doc__.split("\n\n")[0])
     p.add_argument("--k", type=int, default=10, help="hits retrieved per question for recall/MRR (default 10)")
     p.add_argument("--tokenizers", default=",".join(tokens.TOKENIZERS), help="comma-separated (default: all of tokens.TOKENIZERS)")
     p.add_argument("--size", type=int, default=cfg.chunk_chars, help="chunk size for the tokenizer table (default: the product's)")

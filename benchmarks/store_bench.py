@@ -1,6 +1,6 @@
 """Speed of the document index (ernie_ops.docs.store) on synthetic corpora: prints numbers, asserts nothing.
 
-    ~/.cache/ernie-ops/venv/bin/python -m tests.bench.store_bench [--sizes 1000,10000,100000] [--queries 300]
+    ~/.cache/ernie-ops/venv/bin/python -m benchmarks.store_bench [--sizes 1000,10000,100000] [--queries 300]
 
 For each size: insert throughput (passages/s, tokenising included), index size per 1k passages, the time to
 open the file (quick_check included), and search latency p50/p99 for questions drawn from the corpus, once
