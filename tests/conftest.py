@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 import tempfile
@@ -12,6 +13,17 @@ import yaml
 
 from tests.harness import tiny_model
 from tests.harness.paths import CACHE
+
+
+@pytest.fixture(autouse=True)
+def _ernie_ops_logger_restored():
+    """`ernie-ops serve` (cli.main in a test) points the ernie_ops logger at the sys.stdout of that moment,
+    pytest's capture, closed after the test; a later test's log line then printed '--- Logging error ---'
+    with a traceback into its own captured output. Each test gets the logger back as it found it."""
+    log = logging.getLogger("ernie_ops")
+    saved = (list(log.handlers), log.level, log.propagate)
+    yield
+    log.handlers[:], log.level, log.propagate = saved
 
 PROJECT = Path(__file__).resolve().parent.parent
 # a tier that cannot run here skips locally and fails under CI (ERNIE_OPS_REQUIRE_ALL_TIERS, .ci/run)
