@@ -25,6 +25,7 @@ def _ernie_ops_logger_restored():
     yield
     log.handlers[:], log.level, log.propagate = saved
 
+
 PROJECT = Path(__file__).resolve().parent.parent
 # a tier that cannot run here skips locally and fails under CI (ERNIE_OPS_REQUIRE_ALL_TIERS, .ci/run)
 pytest_plugins = ("tests.harness.tiers",)
@@ -85,6 +86,7 @@ def write_config(path: Path, model_dir: Path, ports: list[int], cache_dir: Path,
         },
         "instances": [{"port": p} for p in ports],
         "paths": {"cache_dir": str(cache_dir), "state_dir": str(cache_dir / "state")},
+        "chat": {"docs": {"index_file": str(cache_dir / "docs" / "index.sqlite")}},  # never /var/lib on the test machine
     }
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
