@@ -112,3 +112,8 @@ def test_parse_posts_errors_say_what_is_wrong(text, needle):
     with pytest.raises(PostsFormatError) as e:
         parse_posts(text, 1)
     assert needle in str(e.value)
+
+
+def test_words_starting_at_the_same_place_report_the_longest_once():
+    problems = check("最佳之选", Rules(forbidden_words=("最", "最佳")))
+    assert [(p.word, p.position) for p in problems] == [("最佳", 1)]
