@@ -1,0 +1,15 @@
+"""HR connectors for the onboarding helper (issue 11, item 5 and 8): who a new employee is.
+
+The plan:
+- `model`: the `Employee` record every connector returns, `HRError` (a `kind` the chat app branches on,
+  a friendly bilingual sentence for the chat, a detail for the log) and the checks shared by the
+  connectors (a department is required; the start date is parsed and must not be in the past).
+- `export_file`: the embedded default for sites without an HR API: an HR export file (CSV or YAML),
+  looked up by user_name or employee_number.
+- `scim`: a SCIM 2.0 client (RFC 7643/7644) over httpx: `GET /Users?filter=...`, department and manager
+  from the enterprise extension, the start date from a configurable attribute path.
+
+Both connectors expose `find(user_name=..., employee_number=...) -> Employee` and raise only `HRError`.
+Not wired yet: the config section (base URL, timeouts, the token from the EnvironmentFile) and the chat
+app's onboarding profile come later.
+"""

@@ -1,0 +1,121 @@
+"""The embedded HR connector: an HR export file (CSV or YAML), looked up by user_name or employee_number."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from ernie_ops.hr.export_file import ExportFileConnector
+from ernie_ops.hr.model import Employee, HRError, parse_start_date
+
+TODAY = date(2026, 12, 2)
+HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
+ZHANG = Employee("zhang.wei", "E1001", "张伟", "研发部", "后端工程师", "李娜", date(2026, 12, 7))
+
+
+def _csv(tmp_path, *rows: str, bom: bool = False):
+    path = tmp_path / "hr.csv"
+    path.write_text(("\ufeff" if bom else "") + HEADER + "".join(r + "\n" for r in rows), encoding="utf-8")
+    return ExportFileConnector(path, today=TODAY)
+
+
+ROW = "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07"
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_csv_found_by_user_name_and_by_employee_number(tmp_path, bom):
+    hr = _csv(tmp_path, "li.na,E0007,李娜,研发部,经理,,2026-12-03", ROW, bom=bom)
+    assert hr.find(user_name="zhang.wei") == ZHANG
+    assert hr.find(employee_number="E1001") == ZHANG
+
+
+def test_yaml_found_and_its_native_dates_read(tmp_path):
+    path = tmp_path / "hr.yaml"
+    path.write_text(
+        "employees:\n"
+        "  - {user_name: zhang.wei, employee_number: E1001, display_name: 张伟, department: 研发部,\n"
+        "     title: 后端工程师, manager: 李娜, start_date: 2026-12-07}\n",
+        encoding="utf-8",
+    )
+    hr = ExportFileConnector(path, today=TODAY)
+    assert hr.find(employee_number="E1001") == ZHANG
+
+
+def test_unknown_employee_is_not_found(tmp_path):
+    with pytest.raises(HRError) as err:
+        _csv(tmp_path, ROW).find(user_name="nobody")
+    assert err.value.kind == "not_found"
+    assert "nobody" in err.value.detail and "nobody" not in err.value.message
+
+
+def test_missing_department_is_incomplete(tmp_path):
+    with pytest.raises(HRError) as err:
+        _csv(tmp_path, "zhang.wei,E1001,张伟,  ,后端工程师,李娜,2026-12-07").find(user_name="zhang.wei")
+    assert err.value.kind == "incomplete"
+
+
+@pytest.mark.parametrize("start", ["07.12.2026", "next Monday", "2026-13-01", ""])
+def test_start_date_in_unknown_format_is_bad_date(tmp_path, start):
+    with pytest.raises(HRError) as err:
+        _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{start}").find(user_name="zhang.wei")
+    assert err.value.kind == "bad_date"
+
+
+def test_start_date_in_the_past_is_bad_date(tmp_path):
+    with pytest.raises(HRError) as err:
+        _csv(tmp_path, "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-01").find(user_name="zhang.wei")
+    assert err.value.kind == "bad_date"
+    assert "past" in err.value.detail
+
+
+def test_start_date_today_is_accepted(tmp_path):
+    hr = _csv(tmp_path, "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-02")
+    assert hr.find(user_name="zhang.wei").start_date == TODAY
+
+
+@pytest.mark.parametrize("text", ["2026-12-07", "2026/12/07", "2026年12月7日", "2026-12-07T09:00:00Z", "2026-12-07T09:00:00+08:00"])
+def test_start_date_formats_hr_systems_write(text):
+    assert parse_start_date(text, "x") == date(2026, 12, 7)
+
+
+def test_missing_file_is_down_with_its_path(tmp_path):
+    with pytest.raises(HRError) as err:
+        ExportFileConnector(tmp_path / "absent.csv", today=TODAY).find(user_name="zhang.wei")
+    assert err.value.kind == "down"
+    assert "absent.csv" in err.value.detail
+
+
+def test_csv_without_key_columns_is_down_naming_them(tmp_path):
+    path = tmp_path / "hr.csv"
+    path.write_text("name,dept\nzhang.wei,研发部\n", encoding="utf-8")
+    with pytest.raises(HRError) as err:
+        ExportFileConnector(path, today=TODAY).find(user_name="zhang.wei")
+    assert err.value.kind == "down"
+    assert "user_name" in err.value.detail and "employee_number" in err.value.detail
+
+
+def test_non_utf8_file_is_down(tmp_path):
+    path = tmp_path / "hr.csv"
+    path.write_bytes((HEADER + ROW + "\n").encode("gbk"))
+    with pytest.raises(HRError) as err:
+        ExportFileConnector(path, today=TODAY).find(user_name="zhang.wei")
+    assert err.value.kind == "down"
+    assert "UTF-8" in err.value.detail
+
+
+@pytest.mark.parametrize("text", ["employees: [unclosed\n", "just a string\n"])
+def test_yaml_that_is_not_a_list_of_employees_is_down(tmp_path, text):
+    path = tmp_path / "hr.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(HRError) as err:
+        ExportFileConnector(path, today=TODAY).find(user_name="zhang.wei")
+    assert err.value.kind == "down"
+
+
+def test_every_kind_has_a_bilingual_sentence_and_unknown_kinds_are_refused():
+    for kind in ("down", "timeout", "unauthorized", "not_found", "incomplete", "bad_date"):
+        message = HRError(kind, "d").message
+        assert " / " in message and any("\u4e00" <= c <= "\u9fff" for c in message)
+    with pytest.raises(ValueError):
+        HRError("oops", "d")
