@@ -155,6 +155,7 @@ def test_a_duplicate_row_is_reported_and_skipped(tmp_path):
         ("产品,卖点,目标人群,product\n".encode(), "names the product column twice (columns 1 and 4)"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00", "binary file"),
         (b"product,selling_points,audience\n\xff\xfe\xfd\xfc\x80\x80,a,b\n", "neither UTF-8 nor GBK"),
+        (b"product,selling_points,audience\n" + b"\x810\x810" * 50 + b",a,b\n", "neither UTF-8 nor GBK"),  # decodes as GB18030, to U+0080s
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "old Excel 97-2003"),
         (b"PK\x03\x04garbage", "damaged ZIP"),
     ],
