@@ -171,7 +171,7 @@ class PostsFormatError(ErnieOpsError):
     """The model's answer is not the {"posts": [...]} asked for."""
 
 
-_FENCE = regex.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", regex.DOTALL)
+_FENCE = regex.compile(r"\A```[A-Za-z0-9_-]*\s*(?P<body>.*?)\s*```\Z", regex.DOTALL)
 
 
 def parse_posts(json_text: str, n: int) -> list[str]:

@@ -90,6 +90,7 @@ def test_parse_posts_plain_and_fenced():
     assert parse_posts('{"posts": ["一", "二"]}', 2) == ["一", "二"]
     assert parse_posts('  ```json\n{"posts": ["一", "二"]}\n```\n', 2) == ["一", "二"]
     assert parse_posts('```\n{"posts": ["一"]}```', 1) == ["一"]
+    assert parse_posts('```json{"posts": ["一"]}```', 1) == ["一"]
 
 
 @pytest.mark.parametrize(
