@@ -1,7 +1,8 @@
 """Files of a marketing-copy batch: the products file in, the posts file out, and what a re-run can skip.
 
 Products file (`read_products`): CSV or XLSX, decided by the content, not the extension:
-- XLSX: a ZIP holding xl/workbook.xml; the first (active) sheet is read with openpyxl, values not formulas.
+- XLSX: a ZIP holding xl/workbook.xml; the active (first) sheet is read with openpyxl, values not formulas
+  (a formula's value is the one Excel saved; a file never opened in Excel has none, so the cell reads empty).
   An encrypted workbook (an OLE2 container with an EncryptionInfo stream, what Excel writes when a password
   is set) and an old .xls are refused with what to do. Another ZIP (a .docx) is refused.
 - CSV: comma-separated (tab-separated when the header line has tabs and no comma, as Excel's "Unicode text"
@@ -265,6 +266,7 @@ def _xlsx_rows(path: Path, data: bytes) -> Iterator[tuple[int, list[object]]]:
         ) from None
     try:
         sheet = workbook.active if workbook.active is not None else workbook.worksheets[0]
+        sheet.reset_dimensions()  # some writers declare a wrong size (e.g. "A1"), which would cut rows in read-only mode
         for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
             yield number, list(values)
     finally:
@@ -467,11 +469,13 @@ def _read_output_rows(path: Path, data: bytes) -> list[list[object]]:
             raise BatchFileError(
                 f"Output file {path} is a damaged XLSX workbook ({type(e).__name__}); move it away or choose another output."
             ) from None
-    text = data.decode("utf-8-sig", errors="replace")  # a torn multi-byte character at the end is in the dropped torn line
-    if not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]  # the torn last line
+    if not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]  # the torn last line (a multi-byte character cut in two is in it)
     try:
+        text = data.decode("utf-8-sig")
         return [list(r) for r in csv.reader(io.StringIO(text, newline=""))]
+    except UnicodeDecodeError:
+        raise BatchFileError(f"Output file {path} is not a UTF-8 posts file; move it away or choose another output.") from None
     except csv.Error as e:
         raise BatchFileError(f"Output file {path} is not a CSV posts file ({e}); move it away or choose another output.") from None
 

@@ -321,3 +321,27 @@ def test_a_damaged_xlsx_output_is_refused_and_left_alone(tmp_path):
     with pytest.raises(BatchFileError, match="damaged XLSX"):
         append_posts(out, _results(CUP, ["一"]))
     assert out.read_bytes() == b"PK\x03\x04 not a workbook"
+
+
+def test_a_workbook_declaring_a_wrong_size_is_read_whole(tmp_path):
+    path = _xlsx(tmp_path, "p.xlsx", [["产品", "卖点", "目标人群"], ["杯子", "保温", "学生"], ["耳机", "降噪", "学生"]])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(buffer, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                assert b'<dimension ref="A1:C3"/>' in data
+                data = data.replace(b'<dimension ref="A1:C3"/>', b'<dimension ref="A1"/>')  # as some generators write it
+            target.writestr(info, data)
+    path.write_bytes(buffer.getvalue())
+    assert [r.product for r in read_products(path).rows] == ["杯子", "耳机"]
+
+
+def test_an_output_with_bytes_that_are_not_utf8_is_refused_and_left_alone(tmp_path):
+    out = tmp_path / "posts.csv"
+    write_posts(out, _results(CUP, ["一", "二"]))
+    damaged = out.read_bytes().replace("一".encode(), b"\xff\xfe\xfd")
+    out.write_bytes(damaged)
+    with pytest.raises(BatchFileError, match="not a UTF-8 posts file"):
+        append_posts(out, _results(BUDS, ["一"]))
+    assert out.read_bytes() == damaged
