@@ -296,3 +296,29 @@ def test_a_log_held_by_another_writer_past_the_busy_timeout_is_a_sentence(tmp_pa
             holder.execute("ROLLBACK")
             holder.close()
         assert len(pl.push("e1001", ITEMS)) == 3
+
+
+def test_damage_found_in_use_is_a_sentence_and_the_next_open_keeps_the_file_aside(tmp_path):
+    path = tmp_path / "onboarding.sqlite"
+    with PushLog(path) as pl:  # ~10 MB: more than SQLite's 2 MB page cache, so the reads below go to the file
+        for n in range(100):
+            pl.push(f"e{n}", [NewItem(f"task-{k}", "task", f"任务 {k} " + "说明" * 5000) for k in range(3)])
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    pl = PushLog(path)
+    assert pl.warnings == []
+    data = bytearray(path.read_bytes())
+    for off in range(4096 * 2, len(data), 4096):  # damage every page from page 3 while the log is open
+        data[off : off + 4096] = b"\xa5" * 4096
+    with open(path, "r+b") as f:
+        f.write(bytes(data))
+    sentence = r"onboarding\.sqlite is damaged \(.*\); the next time it is opened it is kept aside as onboarding\.sqlite\.corrupt-"
+    with pytest.raises(PushLogError, match=sentence):
+        pl.items("e0")
+    with pytest.raises(PushLogError, match=sentence):
+        pl.push("e0", ITEMS)
+    pl.close()
+    with PushLog(path) as pl:
+        assert len(pl.warnings) == 1 and len(list(tmp_path.glob("onboarding.sqlite.corrupt-*"))) == 1
+        assert pl.items("e0") == []
