@@ -39,8 +39,10 @@ Posts file (`write_posts`): by the output's extension, .csv or .xlsx; one row pe
 CSV is written in UTF-8 with a BOM: Excel opens a CSV without a BOM in the system's ANSI code page (GBK on
 Chinese Windows) and shows UTF-8 Chinese as mojibake; with the BOM it reads UTF-8. XLSX cells are written as
 text, so a post starting with "=" is not turned into a formula; characters XML cannot hold (control
-characters) are replaced with U+FFFD. Every write goes to a temporary file in the same directory and replaces
-the output in one rename, so an interrupted write leaves the previous file, never a half one.
+characters) are replaced with U+FFFD. CSV cannot mark a cell as text: Excel evaluates a CSV cell starting
+with "=" as a formula, so the text is written as generated and XLSX is the output to use for such posts.
+Every write goes to a temporary file in the same directory and replaces the output in one rename, so an
+interrupted write leaves the previous file, never a half one.
 
 Resume (`read_posts`, `done_keys`, `append_posts`): a product is done when the output holds all of its posts
 1..posts. A torn last line (a run killed mid-write by a writer without the rename, or a copy cut short), a
@@ -48,6 +50,9 @@ row that does not parse, and a product with posts missing are not done and are r
 adds only products not already done, so appending never duplicates a finished product; when it drops rows
 that were not done, the previous file is first kept aside (`<name>.corrupt-<time>`, see aside.py). A file
 that is not a posts file (another header: e.g. `-o` pointed at the products file) is refused, never overwritten.
+One writer at a time: `append_posts` reads and rewrites the whole file, so concurrent generators must hand
+their results to a single writer (it is cheap for CSV; an XLSX rewrite per product costs more, so a batch
+writing XLSX may append every few products).
 """
 
 from __future__ import annotations
