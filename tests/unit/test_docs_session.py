@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from ernie_ops import config
 from ernie_ops.chat.docs_session import DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.docs import ingest
 from ernie_ops.docs.retrieve import allowed_collections
 from ernie_ops.docs.store import Index
+from ernie_ops.errors import ErnieOpsError
 
 
 def cfg(tmp_path: Path, **values) -> config.DocsConfig:
@@ -66,12 +69,8 @@ def test_an_unusable_index_location_is_a_sentence(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     c = config.DocsConfig.model_validate({"index_file": str(blocker / "sub" / "index.sqlite")})
-    try:
+    with pytest.raises(ErnieOpsError, match=r"chat\.docs\.index_file"):
         asyncio.run(DocsSession(c, "alice", "a1").retrieve("x"))
-    except Exception as exc:  # noqa: BLE001 - the type and the sentence are the point
-        assert type(exc).__name__ == "ErnieOpsError" and "chat.docs.index_file" in str(exc)
-    else:
-        raise AssertionError("no error for an index under a regular file")
 
 
 def test_a_crash_inside_extraction_is_a_sentence_and_the_index_keeps_serving(tmp_path, monkeypatch):
