@@ -87,12 +87,9 @@ load extensions gets a StoreError then (lexical search keeps working).
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import functools
 import json
 import math
-import os
 import sqlite3
 import struct
 import threading
@@ -106,6 +103,7 @@ from pathlib import Path
 from ernie_ops.aside import keep_aside
 from ernie_ops.docs.model import Chunk, Hit
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.sqlite_file import connect, damage, flock, os_problem
 
 DEFAULT_TOKENIZER = "bigram"
 SCHEMA_VERSION = 1
@@ -231,32 +229,7 @@ def token_source(text: str, heading: Sequence[str]) -> str:
 
 
 def _os_error(path: Path, exc: OSError, doing: str) -> StoreError:
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        fix = "run as the chat app's user or fix the directory's owner"
-    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        fix = "free space on its file system"
-    elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
-        reason, fix = "a part of that path is a file, not a directory", "point the index at a directory"
-    else:
-        fix = "fix it or point the index at another directory"
-    return StoreError(f"cannot {doing} the document index {path}: {reason}; {fix}")
-
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return conn
+    return StoreError(f"cannot {doing} the document index {path}: {os_problem(exc, 'the index', 'point the index at another directory')}")
 
 
 # the files this process has quick_check'ed, as they were then: a file that has not changed since is not read
@@ -271,17 +244,6 @@ def _file_key(path: Path) -> tuple[int, int, int, int]:
     except FileNotFoundError:
         return (0, 0, 0, 0)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _check(conn: sqlite3.Connection) -> str | None:
-    """None if the database is sound, else what is wrong (the first quick_check line or SQLite's error)."""
-    try:
-        rows = conn.execute("PRAGMA quick_check").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return str(exc)
-    if rows != [("ok",)]:
-        return str(rows[0][0]) if rows else "quick_check returned nothing"
-    return None
 
 
 def _vec_blob(vector: Sequence[float], dim: int, what: str) -> bytes:
@@ -366,7 +328,7 @@ class Index:
         self._checked_key = (0, 0, 0, 0)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with _flock(self.path.with_name(self.path.name + ".lock")):
+            with flock(self.path.with_name(self.path.name + ".lock")):
                 self._conn = self._open()
         except OSError as exc:
             raise _os_error(self.path, exc, "open") from None
@@ -387,13 +349,13 @@ class Index:
             raise StoreError(
                 f"{path} is not a SQLite database, so it is not a document index; move it away or point the index at another file"
             )
-        conn = _connect(path)
+        conn = connect(path, BUSY_TIMEOUT_MS)
         problem = None
         try:
             key = _file_key(path)
             with _CHECKED_LOCK:
                 checked = key in _CHECKED
-            problem = _check(conn) if head and not checked else None
+            problem = damage(conn) if head and not checked else None
             if problem is None:
                 conn = self._prepare(conn)
                 with _CHECKED_LOCK:
@@ -413,7 +375,7 @@ class Index:
         self.warnings.append(
             f"the document index {path} was damaged ({problem}); kept it as {aside} and started an empty index: add the documents again"
         )
-        return self._prepare(_connect(path))
+        return self._prepare(connect(path, BUSY_TIMEOUT_MS))
 
     def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
         try:

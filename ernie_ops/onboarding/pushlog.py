@@ -26,9 +26,6 @@ open: the log is small (a few rows per employee). A schema newer than this code 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +35,7 @@ from pathlib import Path
 
 from ernie_ops.aside import keep_aside
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.sqlite_file import connect, damage, flock, locked, os_problem
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x45524E50  # 'ERNP'
@@ -93,47 +91,9 @@ def _now() -> str:
 
 
 def _os_error(path: Path, exc: OSError) -> PushLogError:
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        fix = "run as the chat app's user or fix the directory's owner"
-    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        fix = "free space on its file system"
-    elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
-        reason, fix = "a part of that path is a file, not a directory", "point the state directory at a directory"
-    else:
-        fix = "fix it or point the state directory elsewhere"
-    return PushLogError(f"cannot open the onboarding push log {path}: {reason}; {fix}")
-
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return conn
-
-
-def _check(conn: sqlite3.Connection) -> str | None:
-    """None if the database is sound, else what is wrong (the first quick_check line or SQLite's error)."""
-    try:
-        rows = conn.execute("PRAGMA quick_check").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return str(exc)
-    if rows != [("ok",)]:
-        return str(rows[0][0]) if rows else "quick_check returned nothing"
-    return None
-
-
-def _locked(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+    return PushLogError(
+        f"cannot open the onboarding push log {path}: {os_problem(exc, 'the state directory', 'point the state directory elsewhere')}"
+    )
 
 
 class PushLog:
@@ -146,7 +106,7 @@ class PushLog:
         self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with _flock(self.path.with_name(self.path.name + ".lock")):
+            with flock(self.path.with_name(self.path.name + ".lock")):
                 self._conn = self._open()
         except OSError as exc:
             raise _os_error(self.path, exc) from None
@@ -162,14 +122,14 @@ class PushLog:
             raise PushLogError(
                 f"{path} is not a SQLite database, so it is not an onboarding push log; move it away or point the state directory elsewhere"
             )
-        conn = _connect(path)
+        conn = connect(path, BUSY_TIMEOUT_MS)
         try:
-            problem = _check(conn) if head else None
+            problem = damage(conn) if head else None
             if problem is None:
                 return self._prepare(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if _locked(exc):
+            if locked(exc):
                 raise self._busy() from None
             problem = str(exc)
         except BaseException:
@@ -181,7 +141,7 @@ class PushLog:
             f"the onboarding push log {path} was damaged ({problem}); kept it as {aside} and started an empty log: "
             "items will be pushed again and must be confirmed again"
         )
-        return self._prepare(_connect(path))
+        return self._prepare(connect(path, BUSY_TIMEOUT_MS))
 
     def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
         try:
@@ -225,7 +185,7 @@ class PushLog:
         )
 
     def _sqlite_error(self, exc: sqlite3.Error) -> PushLogError:
-        if _locked(exc):
+        if locked(exc):
             return self._busy()
         text = str(exc)
         if "full" in text:

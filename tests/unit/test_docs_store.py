@@ -437,8 +437,8 @@ def test_without_sqlite_vec_only_the_vector_paths_fail(index, monkeypatch):
 
 def test_damage_found_in_use_is_a_sentence_and_the_next_open_keeps_the_file_aside(tmp_path, monkeypatch):
     checks = []
-    real_check = store._check
-    monkeypatch.setattr(store, "_check", lambda conn: checks.append(1) or real_check(conn))  # a spy: counts the real checks
+    real_check = store.damage
+    monkeypatch.setattr(store, "damage", lambda conn: checks.append(1) or real_check(conn))  # a spy: counts the real checks
     path = tmp_path / "docs.sqlite"
     _build(path)
     checks.clear()
