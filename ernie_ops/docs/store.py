@@ -100,10 +100,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ernie_ops.aside import keep_aside
 from ernie_ops.docs.model import Chunk, Hit
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.sqlite_file import connect, damage, flock, os_problem
+from ernie_ops.sqlite_file import Kind, open_database, os_problem
 
 DEFAULT_TOKENIZER = "bigram"
 SCHEMA_VERSION = 1
@@ -114,7 +113,6 @@ MAX_QUERY_TERMS = 16
 CACHE_KB = 16_384  # SQLite's page cache per connection (the default 2 MB misses on every chunk lookup at 100k)
 MMAP_BYTES = 256 << 20  # read through the OS page cache, shared by all workers
 POSTINGS_BUDGET = 3_000  # rows a query may rank: BM25 + the scope join cost 2-4 us of CPU per matching row here
-SQLITE_HEADER = b"SQLite format 3\x00"
 TOKEN_SOURCE = "heading+passage"  # what the token column is made of (meta 'token_source'); another value: rebuilt
 INDEX_HEADINGS = True  # the heading path goes into the token column (False: the passage alone; a bench experiment)
 
@@ -159,6 +157,15 @@ CREATE TRIGGER documents_delete AFTER DELETE ON documents BEGIN UPDATE totals SE
 
 class StoreError(ErnieOpsError):
     """The document index cannot be opened or written: one sentence naming the file and what to do."""
+
+
+_KIND = Kind(
+    name="document index", a_name="a document index", schema="index schema", error=StoreError,
+    application_id=APPLICATION_ID, version=SCHEMA_VERSION, elsewhere="point the index at another file",
+    upgrade="upgrade ernie-ops on this host or point the index at another file", local_disk="put the index on a local disk",
+    fresh="started an empty index: add the documents again",
+)  # fmt: skip
+_PRAGMAS = ("PRAGMA foreign_keys = ON", f"PRAGMA cache_size = -{CACHE_KB}", f"PRAGMA mmap_size = {MMAP_BYTES}")
 
 
 @dataclass(frozen=True)
@@ -327,9 +334,7 @@ class Index:
         self._vec_loaded = False
         self._checked_key = (0, 0, 0, 0)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with flock(self.path.with_name(self.path.name + ".lock")):
-                self._conn = self._open()
+            self._conn = self._open()
         except OSError as exc:
             raise _os_error(self.path, exc, "open") from None
         try:
@@ -340,83 +345,27 @@ class Index:
 
     # ---- opening -------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        path = self.path
-        head = b""
-        if path.exists():
-            with open(path, "rb") as f:
-                head = f.read(len(SQLITE_HEADER))
-        if head and head != SQLITE_HEADER:
-            raise StoreError(
-                f"{path} is not a SQLite database, so it is not a document index; move it away or point the index at another file"
-            )
-        conn = connect(path, BUSY_TIMEOUT_MS)
-        problem = None
-        try:
-            key = _file_key(path)
+        """sqlite_file.open_database; an unchanged file already quick_check'ed by this process is not read whole again."""
+        with _CHECKED_LOCK:
+            checked = _file_key(self.path) in _CHECKED if self.path.exists() else False
+        seen = len(self.warnings)
+        conn = open_database(
+            self.path, _KIND, create=self._create, pragmas=_PRAGMAS, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=self._busy,
+            warnings=self.warnings, check=not checked,
+        )  # fmt: skip
+        if len(self.warnings) == seen:  # sound (a file just kept aside is checked again at the next open)
             with _CHECKED_LOCK:
-                checked = key in _CHECKED
-            problem = damage(conn) if head and not checked else None
-            if problem is None:
-                conn = self._prepare(conn)
-                with _CHECKED_LOCK:
-                    self._checked_key = _file_key(path)
-                    _CHECKED.add(self._checked_key)
-                return conn
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                conn.close()
-                raise self._busy() from None
-            problem = str(exc)
-        except BaseException:
-            conn.close()
-            raise
-        conn.close()
-        aside = keep_aside(path, ("-wal", "-shm"))
-        self.warnings.append(
-            f"the document index {path} was damaged ({problem}); kept it as {aside} and started an empty index: add the documents again"
-        )
-        return self._prepare(connect(path, BUSY_TIMEOUT_MS))
+                self._checked_key = _file_key(self.path)
+                _CHECKED.add(self._checked_key)
+        return conn
 
-    def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
-        try:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-            if tables and app_id != APPLICATION_ID:
-                raise StoreError(
-                    f"{self.path} is a SQLite database of another program, not a document index; point the index at another file"
-                )
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} was written by a newer ernie-ops (index schema {version}, this one knows {SCHEMA_VERSION}); "
-                    "upgrade ernie-ops on this host or point the index at another file"
-                )
-            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                raise StoreError(f"{self.path} cannot use a WAL journal (is it on a network file system?); put the index on a local disk")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
-            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-            if version == 0:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                        # one statement at a time: executescript() would COMMIT this transaction
-                        for stmt in _SCHEMA.split(";\n"):
-                            if stmt.strip():
-                                conn.execute(stmt)
-                        conn.execute("INSERT INTO meta VALUES ('tokenizer', ?)", (self.tokenizer,))
-                        conn.execute("INSERT INTO meta VALUES ('token_source', ?)", (_token_source_name(),))
-                        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-            return conn
-        except BaseException:
-            conn.close()
-            raise
+    def _create(self, conn: sqlite3.Connection) -> None:
+        # one statement at a time: executescript() would COMMIT the caller's transaction
+        for stmt in _SCHEMA.split(";\n"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute("INSERT INTO meta VALUES ('tokenizer', ?)", (self.tokenizer,))
+        conn.execute("INSERT INTO meta VALUES ('token_source', ?)", (_token_source_name(),))
 
     def _busy(self) -> StoreError:
         return StoreError(

@@ -33,14 +33,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ernie_ops.aside import keep_aside
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.sqlite_file import connect, damage, flock, locked, os_problem
+from ernie_ops.sqlite_file import Kind, locked, open_database, os_problem
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x45524E50  # 'ERNP'
 BUSY_TIMEOUT_MS = 10_000
-SQLITE_HEADER = b"SQLite format 3\x00"
 KINDS = ("welcome", "task", "guide")
 
 _SCHEMA = """
@@ -59,6 +57,14 @@ CREATE TABLE items (
 
 class PushLogError(ErnieOpsError):
     """The push log cannot be opened, written, or was asked something it cannot do: one sentence."""
+
+
+_KIND = Kind(
+    name="onboarding push log", a_name="an onboarding push log", schema="push log schema", error=PushLogError,
+    application_id=APPLICATION_ID, version=SCHEMA_VERSION, elsewhere="point the state directory elsewhere",
+    upgrade="upgrade ernie-ops on this host", local_disk="put the state directory on a local disk",
+    fresh="started an empty log: items will be pushed again and must be confirmed again",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -105,78 +111,12 @@ class PushLog:
         self._clock = clock
         self._lock = threading.RLock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with flock(self.path.with_name(self.path.name + ".lock")):
-                self._conn = self._open()
+            self._conn = open_database(
+                self.path, _KIND, create=lambda conn: conn.execute(_SCHEMA), busy_timeout_ms=BUSY_TIMEOUT_MS, busy=self._busy,
+                warnings=self.warnings,
+            )  # fmt: skip
         except OSError as exc:
             raise _os_error(self.path, exc) from None
-
-    # ---- opening -------------------------------------------------------------------------------
-    def _open(self) -> sqlite3.Connection:
-        path = self.path
-        head = b""
-        if path.exists():
-            with open(path, "rb") as f:
-                head = f.read(len(SQLITE_HEADER))
-        if head and head != SQLITE_HEADER:
-            raise PushLogError(
-                f"{path} is not a SQLite database, so it is not an onboarding push log; move it away or point the state directory elsewhere"
-            )
-        conn = connect(path, BUSY_TIMEOUT_MS)
-        try:
-            problem = damage(conn) if head else None
-            if problem is None:
-                return self._prepare(conn)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            if locked(exc):
-                raise self._busy() from None
-            problem = str(exc)
-        except BaseException:
-            conn.close()
-            raise
-        conn.close()
-        aside = keep_aside(path, ("-wal", "-shm"))
-        self.warnings.append(
-            f"the onboarding push log {path} was damaged ({problem}); kept it as {aside} and started an empty log: "
-            "items will be pushed again and must be confirmed again"
-        )
-        return self._prepare(connect(path, BUSY_TIMEOUT_MS))
-
-    def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
-        try:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-            if tables and app_id != APPLICATION_ID:
-                raise PushLogError(
-                    f"{self.path} is a SQLite database of another program, not an onboarding push log; point the state directory elsewhere"
-                )
-            if version > SCHEMA_VERSION:
-                raise PushLogError(
-                    f"{self.path} was written by a newer ernie-ops (push log schema {version}, this one knows {SCHEMA_VERSION}); "
-                    "upgrade ernie-ops on this host"
-                )
-            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                raise PushLogError(
-                    f"{self.path} cannot use a WAL journal (is it on a network file system?); put the state directory on a local disk"
-                )
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if version == 0:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                        conn.execute(_SCHEMA)
-                        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-            return conn
-        except BaseException:
-            conn.close()
-            raise
 
     def _busy(self) -> PushLogError:
         return PushLogError(

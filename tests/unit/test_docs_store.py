@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ernie_ops import sqlite_file
 from ernie_ops.docs import store
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope, StoreError
@@ -231,7 +232,7 @@ def test_a_damaged_index_is_kept_aside_and_a_fresh_one_started(tmp_path, damage)
         for off in range(4096 * 2, len(data), 4096 * 3):  # overwrite every third page from page 3
             data[off : off + 4096] = b"\xa5" * 4096
     elif damage == "header_then_garbage":
-        data = bytearray(store.SQLITE_HEADER + b"\x13\x37" * 3000)
+        data = bytearray(sqlite_file.SQLITE_HEADER + b"\x13\x37" * 3000)
     else:
         data = data[: len(data) // 2]
     path.write_bytes(bytes(data))
@@ -437,8 +438,8 @@ def test_without_sqlite_vec_only_the_vector_paths_fail(index, monkeypatch):
 
 def test_damage_found_in_use_is_a_sentence_and_the_next_open_keeps_the_file_aside(tmp_path, monkeypatch):
     checks = []
-    real_check = store.damage
-    monkeypatch.setattr(store, "damage", lambda conn: checks.append(1) or real_check(conn))  # a spy: counts the real checks
+    real_check = sqlite_file.damage
+    monkeypatch.setattr(sqlite_file, "damage", lambda conn: checks.append(1) or real_check(conn))  # a spy: counts the real checks
     path = tmp_path / "docs.sqlite"
     _build(path)
     checks.clear()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ernie_ops import sqlite_file
 from ernie_ops.onboarding import pushlog
 from ernie_ops.onboarding.pushlog import NewItem, PushLog, PushLogError
 
@@ -234,7 +235,7 @@ def test_a_damaged_log_is_kept_aside_and_a_fresh_one_started(tmp_path, damage):
         for off in range(4096 * 2, len(data), 4096 * 3):
             data[off : off + 4096] = b"\xa5" * 4096
     elif damage == "header_then_garbage":
-        data = bytearray(pushlog.SQLITE_HEADER + b"\x13\x37" * 3000)
+        data = bytearray(sqlite_file.SQLITE_HEADER + b"\x13\x37" * 3000)
     else:
         data = data[: len(data) // 2]
     path.write_bytes(bytes(data))
