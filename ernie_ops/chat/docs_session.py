@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ernie_ops.config import DocsConfig
 from ernie_ops.docs import ingest
+from ernie_ops.docs.extract import check_size
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.retrieve import Retrieved, Retriever, allowed_collections
 from ernie_ops.docs.store import Index, Scope
@@ -124,8 +125,8 @@ class DocsSession:
 
     def _one(self, index: Index, f: Upload) -> ingest.Outcome:
         try:
-            if f.size is not None and f.size > self.cfg.max_file_mb * 1048576:
-                raise DocumentError(f.name, "too_large", f"is {f.size / 1048576:.1f} MB; the limit is {self.cfg.max_file_mb:g} MB")
+            if f.size is not None:
+                check_size(f.name, f.size, ingest.limits(self.cfg))  # before reading it
             if not f.path:
                 raise DocumentError(f.name, "unreadable", "arrived without content; upload it again")
             data = Path(f.path).read_bytes()

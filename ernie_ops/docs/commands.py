@@ -121,7 +121,7 @@ def _remove(index: Index, collection: str, names: list[str], every: bool) -> Res
 
 def _search(index: Index, cfg: DocsConfig, question: str, collections: list[str] | None, k: int | None) -> Result:
     found = Retriever(index, cfg, _embedder(cfg)).search(question, Scope(collections=collections), k=k)
-    raw = index.search(question, Scope(collections=collections), k=k or cfg.top_k) if not found.answerable else found.hits
+    raw = found.hits if found.answerable else found.lexical  # below the gate: what it ranked, for calibrating
     data = found.as_dict() | {"hits": [hit_dict(h) for h in raw]}
     lines = []
     for i, h in enumerate(raw, 1):

@@ -281,14 +281,17 @@ def extract(data: bytes, name: str, limits: Limits = Limits()) -> Extracted:
         raise as_document_error(exc, name) from exc
 
 
+def check_size(name: str, size: int, limits: Limits) -> None:
+    """The size limit, also checked by the callers before they read a file or start the extraction child."""
+    if size > limits.max_bytes:
+        raise DocumentError(name, "too_large", f"is {_mb(size)}, over the {_mb(limits.max_bytes)} limit; split it or upload a smaller file")
+
+
 def extract_raw(data: bytes, name: str, limits: Limits) -> Extracted:
     """extract() with library exceptions left raw (isolate's child maps MemoryError to "crashed" itself)."""
     if not data:
         raise DocumentError(name, "empty", "is empty (0 bytes); upload the file with its content")
-    if len(data) > limits.max_bytes:
-        raise DocumentError(
-            name, "too_large", f"is {_mb(len(data))}, over the {_mb(limits.max_bytes)} limit; split it or upload a smaller file"
-        )
+    check_size(name, len(data), limits)
     ext = _extension(name)
     if ext not in EXTENSIONS:
         what = _sniff(data)

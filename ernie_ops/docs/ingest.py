@@ -19,7 +19,7 @@ from pathlib import Path
 from ernie_ops.config import DocsConfig
 from ernie_ops.docs import chunk as chunking
 from ernie_ops.docs import isolate
-from ernie_ops.docs.extract import SUFFIXES, Limits, check_name
+from ernie_ops.docs.extract import SUFFIXES, Limits, check_name, check_size
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.store import Index, Scope
 from ernie_ops.errors import ErnieOpsError
@@ -74,10 +74,7 @@ def index_bytes(
     """Index one file's bytes; a DocumentError for bad input (the index is untouched then)."""
     name = name or check_name(raw_name)
     lim = limits(cfg)
-    if len(data) > lim.max_bytes:
-        raise DocumentError(
-            name, "too_large", f"is {len(data) / 1048576:.1f} MB; the limit is {cfg.max_file_mb:g} MB (chat.docs.max_file_mb)"
-        )
+    check_size(name, len(data), lim)  # before a child is started for it
     sha = hashlib.sha256(data).hexdigest()
     old = index.find(name, collection, owner, conversation)
     if old is not None and old.sha256 == sha:

@@ -29,6 +29,7 @@ class Retrieved:
     best_coverage: float
     seconds: float = 0.0
     rankings: dict[str, int] = field(default_factory=dict)  # how many hits each ranking gave
+    lexical: list[Hit] = field(default_factory=list)  # the lexical ranking, given or not (the CLI shows it below the gate)
 
     def as_dict(self) -> dict:
         return {
@@ -78,4 +79,4 @@ class Retriever:
                 rankings["dense"] = len(dense)
                 hits = rrf([lexical, dense], weights=[1.0, self.cfg.embeddings.weight])[:k]
         answerable = bool(lexical) and best >= self.cfg.min_coverage
-        return Retrieved(hits if answerable else [], answerable, best, time.perf_counter() - t0, rankings)
+        return Retrieved(hits if answerable else [], answerable, best, time.perf_counter() - t0, rankings, lexical)
