@@ -23,6 +23,7 @@ from typing import Protocol
 from ernie_ops.chat import history
 from ernie_ops.chat.cleanup import clean
 from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats
+from ernie_ops.chat.docs_session import NO_ANSWER
 from ernie_ops.chat.flow import Ask, Busy, Flow, Generate
 from ernie_ops.config import ChatConfig, ScenarioConfig
 from ernie_ops.docs import cite
@@ -110,8 +111,6 @@ class Conversation:
                 found = await self.docs.retrieve(step.user)
                 out.retrieval_seconds = found.seconds
                 if not found.answerable:
-                    from ernie_ops.chat.docs_session import NO_ANSWER
-
                     out.kind = "unanswered"
                     await sink.say(NO_ANSWER)
                     return out
