@@ -164,6 +164,9 @@ class ScenarioConfig(_Section):
     starters: list[str] = Field(default_factory=list, max_length=6)
     source_field: str | None = Field(None, description="a field shown beside each reply as its source (the article's 引用溯源)")
     retrieval: bool = Field(False, description="answer from the indexed documents (chat.docs) with numbered sources; file upload on")
+    tool: Literal["copy", "onboarding"] | None = Field(
+        None, description="copy: marketing-copy form, cards, batch files (chat.marketing); onboarding: HR-fed helper (chat.onboarding)"
+    )
 
     @field_validator("fields")
     @classmethod
@@ -236,6 +239,93 @@ class DocsConfig(_Section):
         return self
 
 
+class CopyConfig(_Section):
+    """Marketing copy (营销文案): the form's defaults, the rules every post must meet, and generation
+    (the chat app's copy scenario and `ernie-ops copy batch`)."""
+
+    posts: int = Field(3, ge=1, le=10, description="posts per product (the form's default)")
+    max_chars: int = Field(60, ge=5, le=2000, description="a post's limit, counted as a person counts (one per CJK character or emoji)")
+    forbidden_words: list[str] | None = Field(None, description="null: the built-in list of absolute claims (copy/rules.py)")
+    extra_forbidden_words: list[str] = Field(default_factory=list, description="added to forbidden_words (e.g. bare 最)")
+    max_attempts: int = Field(
+        3, ge=1, le=10, description="tries per post: a post too long or with a forbidden word is regenerated, then shown flagged"
+    )
+    temperature: float = Field(0.9, ge=0.0, le=2.0)
+    max_tokens: int = Field(256, ge=16, le=4096, description="tokens per generated post (the JSON around it included)")
+    structured_output: bool = Field(True, description="ask vLLM for JSON by schema (response_format json_schema)")
+    batch_concurrency: int = Field(8, ge=1, le=256, description="rows generated at once by a batch (chat upload and CLI default)")
+    max_batch_rows: int = Field(5000, ge=1, le=1_000_000)
+
+    @field_validator("forbidden_words", "extra_forbidden_words")
+    @classmethod
+    def _words(cls, value: list[str] | None) -> list[str] | None:
+        for word in value or []:
+            if not word.strip():
+                raise ValueError("a forbidden word is blank; remove it")
+        return value
+
+    def rules(self):
+        """The copy.rules.Rules these settings describe."""
+        from ernie_ops.copy.rules import DEFAULT_FORBIDDEN_WORDS, Rules
+
+        words = tuple(self.forbidden_words) if self.forbidden_words is not None else DEFAULT_FORBIDDEN_WORDS
+        return Rules(max_chars=self.max_chars, forbidden_words=tuple(dict.fromkeys(words + tuple(self.extra_forbidden_words))))
+
+
+class HRConfig(_Section):
+    """Where the onboarding helper reads who a new employee is. The SCIM bearer token is NOT here: it is read
+    from the environment variable `token_env` (the chat unit's EnvironmentFile, /etc/ernie-ops/chat.env)."""
+
+    source: Literal["file", "scim"] = Field("file", description="file: an HR export (CSV/YAML); scim: a SCIM 2.0 server")
+    file: str = Field("/etc/ernie-ops/hr-export.csv", min_length=1, description="the export file (source: file), re-read at each lookup")
+    url: str | None = Field(None, pattern=r"^https?://", description="SCIM base URL, the part before /Users (source: scim)")
+    token_env: str = Field("ERNIE_OPS_HR_TOKEN", pattern=r"^[A-Z_][A-Z0-9_]*$", description="environment variable holding the bearer token")
+    lookup: Literal["userName", "employeeNumber"] = Field("userName", description="which SCIM attribute the chat login name is")
+    start_date_attribute: str = Field(
+        "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:startDate",
+        min_length=1,
+        description="SCIM has no standard start date: the attribute path your HR system uses",
+    )
+    connect_timeout_seconds: float = Field(3.0, gt=0.0, le=120.0)
+    read_timeout_seconds: float = Field(10.0, gt=0.0, le=600.0)
+
+    @model_validator(mode="after")
+    def _url_for_scim(self) -> HRConfig:
+        if self.source == "scim" and not self.url:
+            raise ValueError("source scim needs `url`, the SCIM base URL (e.g. https://hr.example.com/scim/v2)")
+        return self
+
+
+def _default_onboarding_templates():
+    from ernie_ops.onboarding.plan import PlanTemplates
+
+    return PlanTemplates.model_validate(
+        {"default": {"tasks": ["领取工牌和电脑，完成账号开通 / Collect your badge and laptop; activate your accounts",
+                               "完成信息安全培训 / Complete the information-security training",
+                               "与直属上级进行首周一对一沟通 / First-week one-to-one with your manager"]}}
+    )  # fmt: skip
+
+
+class OnboardingConfig(_Section):
+    """The onboarding helper (新员工入职助手): HR source, push log, and the templates per department and role."""
+
+    hr: HRConfig = Field(default_factory=HRConfig)
+    push_log: str = Field(
+        "/var/lib/ernie-ops-chat/onboarding/pushlog.sqlite", min_length=1, description="SQLite push log (chat app's state dir)"
+    )
+    welcome_max_tokens: int = Field(300, ge=16, le=4096, description="tokens for the model's welcome message")
+    templates: Any = Field(default_factory=_default_onboarding_templates, description="default / departments / roles: tasks and guides")
+
+    @field_validator("templates", mode="before")
+    @classmethod
+    def _templates(cls, value: Any) -> Any:
+        from ernie_ops.onboarding.plan import PlanTemplates
+
+        if isinstance(value, PlanTemplates):
+            return value
+        return PlanTemplates.model_validate(value if value is not None else {})
+
+
 class ChatConfig(_Section):
     """The Chainlit chat app (`ernie-ops chat`, ernie-chainlit.service), behind nginx's `location /`."""
 
@@ -260,6 +350,8 @@ class ChatConfig(_Section):
     default_scenario: str | None = None
     scenarios: list[ScenarioConfig] | None = Field(None, min_length=1, description="null: the built-in scenarios")
     docs: DocsConfig = Field(default_factory=DocsConfig)
+    marketing: CopyConfig = Field(default_factory=CopyConfig)
+    onboarding: OnboardingConfig = Field(default_factory=OnboardingConfig)
 
     @field_validator("extra_body")
     @classmethod

@@ -15,7 +15,6 @@ takes a pasted document and shows it under the reply.
 from __future__ import annotations
 
 PHONE = r"(?:\+?86[- ]?)?1[3-9]\d{9}|\+?\d[\d -]{6,16}\d"
-DATE = r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?"
 
 BUILTIN: list[dict] = [
     {
@@ -57,34 +56,26 @@ BUILTIN: list[dict] = [
     },
     {
         "name": "营销文案 Marketing",
-        "description": "营销文案生成：填写产品、卖点、目标人群。 / Marketing copy from product, selling points, audience.",
-        "system_prompt": "你是一名资深电商文案策划，文案简短、有画面感，不夸大、不使用绝对化用语。",
-        "fields": [
-            {"name": "product", "label": "产品 product", "aliases": ["产品", "商品", "product"]},
-            {"name": "selling_points", "label": "核心卖点 selling points", "aliases": ["卖点", "核心卖点", "selling points"]},
-            {"name": "audience", "label": "目标人群 audience", "aliases": ["人群", "目标人群", "audience"]},
-        ],
-        "prompt_template": "请为【{product}】撰写3条朋友圈文案，突出【{selling_points}】，面向【{audience}】，每条不超过60字。{request}",
-        "starters": ["帮我写朋友圈文案"],
+        "description": (
+            "营销文案：填写产品、卖点、目标人群，生成几条短文案（卡片可一键复制、单条重写）；上传 CSV/XLSX 批量生成。 / "
+            "Marketing copy from a form: posts as cards (copy, regenerate one); upload a CSV/XLSX for a batch."
+        ),
+        "system_prompt": (
+            "你是一名资深电商文案策划，文案简短、有画面感，不夸大、不使用绝对化用语（最、第一、国家级等）。\n"
+            "You write short, vivid marketing posts with no absolute claims."
+        ),
+        "tool": "copy",
     },
     {
         "name": "入职助手 Onboarding",
-        "description": "新员工入职助手：部门、岗位、入职日期 → 欢迎语、首周任务、常用系统指引。",
-        "system_prompt": "你是公司的新员工入职助手，语气友好，内容具体、可执行。",
-        "fields": [
-            {"name": "department", "label": "部门 department", "aliases": ["部门", "department"]},
-            {"name": "role", "label": "岗位 role", "aliases": ["岗位", "职位", "role"]},
-            {
-                "name": "start_date",
-                "label": "入职日期 start date (2026-03-01)",
-                "aliases": ["入职日期", "日期", "start date"],
-                "pattern": DATE,
-            },
-        ],
-        "prompt_template": (
-            "新员工：部门 {department}，岗位 {role}，入职日期 {start_date}。\n"
-            "请生成：1. 一段欢迎语；2. 首周任务清单；3. 常用系统指引。{request}"
+        "description": (
+            "新员工入职助手：从人事系统读取你的部门、岗位和入职日期，推送欢迎语、首周任务和常用系统指引，逐条确认。 / "
+            "Your welcome, first-week tasks and system guides from the HR record; confirm each."
         ),
-        "starters": ["我下周入职，需要准备什么？"],
+        "system_prompt": (
+            "你是公司的新员工入职助手，语气友好、真诚、简洁。只使用给出的事实，不提及任何系统、网址或任务。\n"
+            "You are the onboarding assistant: warm and brief; use only the facts given, mention no systems, links or tasks."
+        ),
+        "tool": "onboarding",
     },
 ]

@@ -9,6 +9,28 @@ from ernie_ops.chat.flow import Ask, Busy, Flow, Generate, extract
 from ernie_ops.chat.machine import SESSION, InvalidTransition, Machine, Spec
 
 SCENARIOS = {s.name.split()[-1]: s for s in config.parse("").chat.effective_scenarios()}
+DATE = r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?"
+# Field-collecting scenarios as an operator configures them (the built-in Marketing and Onboarding are tools now).
+FIELDS = {
+    "Marketing": config.ScenarioConfig.model_validate({
+        "name": "文案 fields", "system_prompt": "copywriter",
+        "fields": [
+            {"name": "product", "label": "产品 product", "aliases": ["产品", "商品", "product"]},
+            {"name": "selling_points", "label": "核心卖点 selling points", "aliases": ["卖点", "核心卖点", "selling points"]},
+            {"name": "audience", "label": "目标人群 audience", "aliases": ["人群", "目标人群", "audience"]},
+        ],
+        "prompt_template": "请为【{product}】撰写3条朋友圈文案，突出【{selling_points}】，面向【{audience}】，每条不超过60字。{request}",
+    }),
+    "Onboarding": config.ScenarioConfig.model_validate({
+        "name": "入职 fields", "system_prompt": "onboarding",
+        "fields": [
+            {"name": "department", "label": "部门 department", "aliases": ["部门", "department"]},
+            {"name": "role", "label": "岗位 role", "aliases": ["岗位", "职位", "role"]},
+            {"name": "start_date", "label": "入职日期 start date", "aliases": ["入职日期", "日期", "start date"], "pattern": DATE},
+        ],
+        "prompt_template": "新员工：部门 {department}，岗位 {role}，入职日期 {start_date}。{request}",
+    }),
+}  # fmt: skip
 
 
 def test_spec_lists_the_articles_three_states():
@@ -73,7 +95,7 @@ def test_support_needs_real_values_not_the_words():
 
 
 def test_marketing_fields_in_one_message_go_straight_to_generating():
-    flow = Flow(SCENARIOS["Marketing"])
+    flow = Flow(FIELDS["Marketing"])
     step = flow.on_user_message("产品：降噪耳机，卖点：轻薄，续航30小时；目标人群: 通勤白领")
     assert isinstance(step, Generate)
     assert flow.values == {"product": "降噪耳机", "selling_points": "轻薄，续航30小时", "audience": "通勤白领"}
@@ -100,7 +122,7 @@ def test_a_source_field_scenario_takes_a_pasted_document_whole():
 
 
 def test_onboarding_date_pattern_and_labels_in_english():
-    flow = Flow(SCENARIOS["Onboarding"])
+    flow = Flow(FIELDS["Onboarding"])
     step = flow.on_user_message("department: Platform, role: SRE")
     assert isinstance(step, Ask) and flow.values == {"department": "Platform", "role": "SRE"}
     assert isinstance(flow.on_user_message("next monday"), Ask)  # not a date
