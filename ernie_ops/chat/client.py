@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -112,12 +113,14 @@ class GatewayClient:
         raise ChatError("down", f"{self.base_url}: {type(last).__name__}: {last} (after one retry)")
 
     async def stream(
-        self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None
+        self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None, extra: dict | None = None
     ) -> AsyncIterator[str]:
-        """Yield the reply's text pieces as they arrive; raise ChatError on any failure."""
+        """Yield the reply's text pieces as they arrive; raise ChatError on any failure.
+        `extra`: more request fields for this call only (e.g. response_format)."""
         stats = stats if stats is not None else ReplyStats()
         body = {
             **self.extra_body,
+            **(extra or {}),
             "model": self.model,
             "messages": messages,
             "max_tokens": max_tokens,
@@ -164,6 +167,13 @@ class GatewayClient:
         finally:
             stats.seconds = time.perf_counter() - stats.started
             await resp.aclose()
+
+    async def complete(
+        self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None, extra: dict | None = None
+    ) -> str:
+        """The whole reply as one string (streamed underneath, with the same timeouts, retry and errors)."""
+        async with contextlib.aclosing(self.stream(messages, max_tokens, temperature, stats, extra)) as pieces:
+            return "".join([piece async for piece in pieces])
 
 
 def _piece(data: str, stats: ReplyStats) -> str:
