@@ -19,7 +19,9 @@ from ernie_ops import config
 from ernie_ops.chat import history, users
 from ernie_ops.chat.client import GatewayClient, Timeouts
 from ernie_ops.chat.conversation import Conversation, Source
+from ernie_ops.chat.copy_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
+from ernie_ops.chat.onboarding_ui import build_onboarding
 from ernie_ops.errors import ConfigError, ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
@@ -48,6 +50,12 @@ try:
         log.info("docs: %d upload(s) of chats of the previous run removed", dropped)
 except ErnieOpsError as exc:  # the app still serves its other scenarios; Docs says what is wrong
     log.error("docs: the index %s cannot be used: %s", DOCS.index_file, exc)
+TOOLS: dict = {}  # scenario name -> its CopyTool / OnboardingTool (the form and cards instead of free chat)
+for _s in SCENARIOS.values():
+    if _s.tool == "copy":
+        TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt)
+    elif _s.tool == "onboarding":
+        TOOLS[_s.name] = build_onboarding(CHAT.onboarding, CLIENT, _s.system_prompt)
 UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
 
 
@@ -70,7 +78,7 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
             markdown_description=s.description or s.name,
             default=s.name == DEFAULT,
             starters=[cl.Starter(label=text[:40], message=text) for text in s.starters] or None,
-            config_overrides=None if s.retrieval else UPLOADS_OFF,  # the paper clip only where files are read
+            config_overrides=None if s.retrieval or s.tool == "copy" else UPLOADS_OFF,  # the paper clip only where files are read
         )
         for s in SCENARIOS.values()
     ]
@@ -87,6 +95,42 @@ async def start() -> None:
     cl.user_session.set("conversation", conv)
     if docs is not None:
         await _offer_collections(docs)
+    if scenario.tool == "copy":
+        await TOOLS[scenario.name].start()
+    elif scenario.tool == "onboarding":
+        await TOOLS[scenario.name].start(who)
+
+
+def _tool():
+    """The current chat's tool (None when its scenario has none, or the chat has not started)."""
+    conv: Conversation | None = cl.user_session.get("conversation")
+    return TOOLS.get(conv.scenario.name) if conv is not None else None
+
+
+def _login() -> str:
+    user = cl.user_session.get("user")
+    return user.identifier if user else "-"
+
+
+@cl.action_callback("copy_generate")
+async def copy_generate(action: cl.Action) -> None:
+    tool = _tool()
+    if tool is not None and hasattr(tool, "generate"):
+        await tool.generate(action.payload or {})
+
+
+@cl.action_callback("copy_regenerate")
+async def copy_regenerate(action: cl.Action) -> None:
+    tool = _tool()
+    if tool is not None and hasattr(tool, "regenerate"):
+        await tool.regenerate(action.payload or {})
+
+
+@cl.action_callback("onboarding_confirm")
+async def onboarding_confirm(action: cl.Action) -> None:
+    tool = _tool()
+    if tool is not None and hasattr(tool, "confirm"):
+        await tool.confirm(_login(), action.payload or {})
 
 
 async def _offer_collections(docs: DocsSession) -> None:
@@ -161,6 +205,12 @@ async def on_message(message: cl.Message) -> None:
         await start()
         conv = cl.user_session.get("conversation")
     files = [e for e in message.elements or [] if isinstance(e, cl.File) or getattr(e, "path", None)]
+    if conv.scenario.tool == "copy":
+        if files:
+            await TOOLS[conv.scenario.name].batch(files)
+        elif message.content.strip():
+            await cl.Message(content=USE_THE_FORM).send()
+        return
     if files and conv.docs is None:
         await cl.Message(content="这个场景不读取文件；请切换到「文档问答 Docs」。 / This scenario does not read files: use Docs.").send()
         return

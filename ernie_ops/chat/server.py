@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -25,6 +26,7 @@ from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.ports import port_free
 
 APP_FILE = Path(__file__).with_name("app.py")
+ELEMENTS_DIR = Path(__file__).with_name("elements")  # the custom elements' JSX, served by Chainlit from public/elements
 CHAINLIT_VERSION = "2.12.0"
 MIN_SECRET = 32
 log = logging.getLogger("ernie_ops.chat")
@@ -87,11 +89,12 @@ edit_message = false
 allow_thread_sharing = false
 favorites = false
 
-# On here because Chainlit checks uploads against this global switch; profiles that read no files
-# turn the paper clip off (app.py's config_overrides). Limits a little above chat.docs's own, so
-# a file over them gets the app's sentence naming the limit rather than Chainlit's generic refusal.
+# On here because Chainlit checks uploads against this global switch (documents for Docs, product
+# lists for Marketing); profiles that read no files turn the paper clip off (app.py's
+# config_overrides). Limits a little above chat.docs's own, so a file over them gets the app's
+# sentence naming the limit rather than Chainlit's generic refusal.
 [features.spontaneous_file_upload]
-    enabled = {"true" if any(s.retrieval for s in chat.effective_scenarios()) else "false"}
+    enabled = {"true" if any(s.retrieval or s.tool == "copy" for s in chat.effective_scenarios()) else "false"}
     accept = ["*/*"]
     max_files = {max(100, chat.docs.max_files_per_message * 10)}
     max_size_mb = {min(1024, max(100, int(chat.docs.max_file_mb * 4)))}
@@ -123,6 +126,9 @@ def prepare(cfg: Config, root: Path) -> None:
     (root / ".chainlit" / "config.toml").write_text(chainlit_toml(cfg), encoding="utf-8")
     for name in ("chainlit.md", "chainlit_en-US.md", "chainlit_zh-CN.md"):  # Chainlit looks for the browser's language
         (root / name).write_text(readme(cfg), encoding="utf-8")
+    elements = root / "public" / "elements"  # replaced whole at every start: an upgrade never serves an old form
+    shutil.rmtree(elements, ignore_errors=True)
+    shutil.copytree(ELEMENTS_DIR, elements)
 
 
 def _notify_when_listening(host: str, port: int, ready: threading.Event, timeout: float = 120.0) -> None:

@@ -265,6 +265,156 @@ def test_docs_another_user_never_gets_alices_upload(chat, sb):
     assert "部署手册.pdf" not in reply.text and "guide.md" not in reply.text, reply.text
 
 
+# --- marketing copy and onboarding (issue 11): form, cards, clipboard, regenerate, batch, confirm ---
+
+COPY_PROFILE = "营销文案 Marketing"
+ONBOARDING_PROFILE = "入职助手 Onboarding"
+PUSH_LOG = "/var/lib/ernie-ops-chat/onboarding/pushlog.sqlite"
+
+
+def _cards(chat) -> list[str]:
+    return [t.strip() for t in chat.page.locator(".copy-post .copy-text").all_inner_texts()]
+
+
+def test_copy_form_refuses_a_missing_product_then_shows_three_cards(chat, sb):
+    chat.choose_profile(COPY_PROFILE)
+    form = chat.page.locator("#copy-form")
+    form.wait_for(timeout=30_000)
+    chat.page.fill("#copy-audience", "通勤白领")
+    chat.page.click("#copy-generate")  # no product: the form says so under the field, nothing is generated
+    chat.page.wait_for_selector("#copy-error-product", timeout=30_000)
+    chat.shot("15a-copy-form-missing-product")
+    assert chat.page.locator(".copy-post").count() == 0
+    since = now(sb)
+    chat.page.fill("#copy-product", "降噪耳机 X1")
+    chat.page.fill("#copy-selling_points", "40 小时续航，通勤降噪")
+    chat.page.fill("#copy-tone", "轻松")
+    chat.page.click("#copy-generate")
+    chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 3", timeout=120_000)
+    assert chat.page.locator("#copy-error-product").count() == 0
+    chat.shot("15b-copy-three-cards")
+    counts = chat.page.locator(".copy-post .copy-count").all_inner_texts()
+    assert all(re.fullmatch(r"\d+/60 字", c.strip()) for c in counts), counts
+    journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
+    assert "copy: 3 post(s) for '降噪耳机 X1'" in journal, journal[-2000:]
+
+
+def test_copy_button_puts_the_card_on_the_clipboard(chat):
+    chat.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin="http://127.0.0.1")
+    first = chat.page.locator(".copy-post").first
+    first.locator(".copy-button").click()
+    first.get_by_text("已复制 Copied").wait_for(timeout=10_000)  # the confirmation on the button
+    chat.shot("15c-copy-copied")
+    pasted = chat.page.evaluate("navigator.clipboard.readText()")
+    assert pasted == first.locator(".copy-text").inner_text().strip() and pasted, pasted
+
+
+def test_regenerate_rewrites_only_its_own_card(chat, sb):
+    before = _cards(chat)
+    since = now(sb)
+    second = chat.page.locator(".copy-post").nth(1)
+    second.locator(".regenerate-button").click()
+    chat.page.wait_for_function(
+        "(old) => { const t = [...document.querySelectorAll('.copy-post .copy-text')].map(e => e.innerText.trim());"
+        " return t.length === 3 && t[1] !== old; }",
+        arg=before[1],
+        timeout=120_000,
+    )
+    after = _cards(chat)
+    chat.shot("15d-copy-regenerated-second-card")
+    assert after[0] == before[0] and after[2] == before[2] and after[1] != before[1], (before, after)
+    journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
+    assert "copy: card 2 of '降噪耳机 X1' regenerated" in journal, journal[-2000:]
+
+
+def test_copy_batch_upload_shows_progress_and_downloads_the_posts(chat, sb, tmp_path_factory):
+    from ernie_ops.copy import batch_io
+
+    d = tmp_path_factory.mktemp("batch")
+    products = d / "商品清单.csv"
+    products.write_text(
+        "产品,卖点,目标人群\n保温杯,12 小时保温,上班族\n,没有产品名,学生\n跑步鞋,轻量缓震,跑者\n台灯,护眼无频闪,学生\n",
+        encoding="utf-8-sig",
+    )
+    n_before = len(chat.assistant_texts())
+    chat.attach([products])
+    chat.send("批量生成")
+    chat.page.wait_for_selector('#batch-progress[data-finished="true"]', timeout=300_000)
+    msgs = "[...document.querySelectorAll('[data-step-type=\"assistant_message\"]')]"
+    chat.page.wait_for_function(f"(n) => {msgs}.slice(n).some(e => e.innerText.includes('row 3'))", arg=n_before, timeout=60_000)
+    chat.shot("16a-copy-batch-finished")
+    report = "\n".join(chat.assistant_texts()[n_before:])
+    assert "3 行已生成" in report and "第 3 行" in report, report
+    with chat.page.expect_download(timeout=60_000) as download:
+        chat.page.get_by_text("商品清单-posts.xlsx").last.click()
+    saved = d / "downloaded.xlsx"
+    download.value.save_as(saved)
+    posts, _ = batch_io.read_posts(saved)
+    print(f"\nbatch download: {len(posts)} posts, flags: {sorted({f for p in posts for f in p.flags})}")
+    assert sorted({p.product for p in posts}) == sorted(["保温杯", "跑步鞋", "台灯"]) and len(posts) == 9
+
+
+def _hr_export(sb) -> None:
+    """The HR export the onboarding helper reads (chat.onboarding.hr: source file, the default path)."""
+    start = sb.run(["date", "-d", "+7 days", "+%Y-%m-%d"]).stdout.strip()
+    sb.write(
+        "/etc/ernie-ops/hr-export.csv",
+        "user_name,employee_number,display_name,department,title,manager,start_date\n"
+        f"{USER},E1001,Alice Wang,研发部,SRE,Bob Li,{start}\n",
+        mode="0644",
+    )
+
+
+def _push_log_rows(sb) -> list[tuple]:
+    query = "SELECT employee, item_id, confirmed_at IS NOT NULL FROM items ORDER BY seq"
+    code = f"import json, sqlite3; print(json.dumps(sqlite3.connect('{PUSH_LOG}').execute('{query}').fetchall()))"
+    return [(e, i, bool(c)) for e, i, c in json.loads(sb.run([PY, "-c", code]).stdout)]
+
+
+def _onboarding_cards(chat) -> list[tuple[str, str]]:
+    chat.page.wait_for_selector(".onboarding-item", timeout=120_000)
+    chat.page.wait_for_timeout(500)
+    return chat.page.eval_on_selector_all(".onboarding-item", "els => els.map(e => [e.dataset.item, e.dataset.confirmed])")
+
+
+def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, sb):
+    _hr_export(sb)
+    chat.choose_profile(ONBOARDING_PROFILE)
+    cards = _onboarding_cards(chat)
+    chat.shot("17a-onboarding-items")
+    kinds = chat.page.eval_on_selector_all(".onboarding-item", "els => els.map(e => e.dataset.kind)")
+    assert kinds[0] == "welcome" and "task" in kinds and all(c == "false" for _, c in cards), (kinds, cards)
+    rows = _push_log_rows(sb)
+    assert [r[1] for r in rows] == [i for i, _ in cards] and {r[0] for r in rows} == {USER}, rows
+    task = next(i for i, k in zip([i for i, _ in cards], kinds, strict=True) if k == "task")
+    chat.page.locator(f'.onboarding-item[data-item="{task}"] .onboarding-confirm').click()
+    chat.page.wait_for_selector(f'.onboarding-item[data-item="{task}"][data-confirmed="true"]', timeout=30_000)
+    chat.shot("17b-onboarding-one-confirmed")
+    chat.reload()
+    if chat.page.locator(".onboarding-item").count() == 0 and ONBOARDING_PROFILE not in chat.page.locator("#chat-profiles").inner_text():
+        chat.choose_profile(ONBOARDING_PROFILE)
+    again = _onboarding_cards(chat)
+    chat.shot("17c-onboarding-after-reload")
+    assert [i for i, _ in again] == [i for i, _ in cards], (cards, again)  # the same items, nothing new
+    assert dict(again)[task] == "true" and sum(c == "true" for _, c in again) == 1, again
+    assert _push_log_rows(sb) == [(USER, i, i == task) for i, _ in cards]
+
+
+def test_onboarding_user_unknown_to_hr_gets_a_sentence_and_nothing_is_pushed(chat, sb):
+    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")
+    try:
+        bob = ChatPage(context.new_page(), "http://127.0.0.1", SHOTS)
+        bob.login(BOB, BOB_PASSWORD)
+        bob.wait_ready()
+        bob.choose_profile(ONBOARDING_PROFILE)
+        bob.page.get_by_text("在人事系统中找不到您的记录").wait_for(timeout=30_000)
+        bob.shot("17d-onboarding-unknown-employee")
+        assert bob.page.locator(".onboarding-item").count() == 0
+    finally:
+        context.close()
+    assert {r[0] for r in _push_log_rows(sb)} == {USER}
+
+
 def test_docs_time_to_first_token_against_general(chat, sb):
     """Retrieval's cost as a person sees it: TTFT in the browser, Docs vs General, alternating."""
     for profile, question in [("通用助手 General", "请介绍一下年假制度。"), (DOCS_PROFILE, "年假有多少天？")] * 2:  # from Docs

@@ -1,0 +1,56 @@
+"""What the chat's custom elements show, as plain data (no Chainlit here, so unit tests run without it).
+
+Each function returns the `props` of one element in ernie_ops/chat/elements/: CopyForm (the form and its
+errors), CopyPost (one post's card), and the text of a batch's report. The JSX only renders these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ernie_ops.config import CopyConfig
+from ernie_ops.copy.batch_io import Read
+from ernie_ops.copy.generate import Post
+
+FORM_FIELDS = ("product", "selling_points", "audience", "tone", "posts", "max_chars")
+SHOWN_ROW_PROBLEMS = 20  # a report lists this many skipped rows, then says how many more
+
+
+def form_props(cfg: CopyConfig, values: Mapping | None = None, errors: Mapping | None = None, failure: str | None = None) -> dict:
+    """The form with the user's values kept (defaults for the number fields), each error under its field."""
+    shown = {"product": "", "selling_points": "", "audience": "", "tone": "", "posts": cfg.posts, "max_chars": cfg.max_chars}
+    for name in FORM_FIELDS:
+        if values and values.get(name) not in (None, ""):
+            shown[name] = str(values[name])
+    return {"values": shown, "errors": dict(errors or {}), "failure": failure}
+
+
+def post_props(post: Post, card: str, index: int, max_chars: int) -> dict:
+    """One card: the text as written (never cut), its count against the limit, the rules it breaks."""
+    return {
+        "card": card,
+        "index": index,
+        "text": post.text,
+        "chars": post.chars,
+        "max_chars": max_chars,
+        "flags": list(post.flags),
+        "attempts": post.attempts,
+    }
+
+
+def batch_report(name: str, read: Read, summary) -> str:
+    """The message under a finished batch: counts, how to continue, and the skipped rows by number."""
+    lines = [
+        f"**{name}**：{summary.generated} 行已生成，{summary.resumed} 行此前已完成，"
+        f"{len(read.problems)} 行格式有误已跳过，{summary.failed} 行生成失败；"
+        f"共 {summary.posts} 条文案，{summary.posts_flagged} 条标记未通过规则。 / "
+        f"{summary.generated} rows generated, {summary.resumed} already done, {len(read.problems)} skipped as malformed, "
+        f"{summary.failed} failed; {summary.posts} posts, {summary.posts_flagged} flagged.",
+    ]
+    if summary.failed:
+        lines.append("模型服务出错的行没有文案，稍后可只上传这些行再试。 / Rows that failed have no posts: upload them again later.")
+    for problem in read.problems[:SHOWN_ROW_PROBLEMS]:
+        lines.append(f"- 第 {problem.row} 行 / row {problem.row}: {problem.message}")
+    if len(read.problems) > SHOWN_ROW_PROBLEMS:
+        lines.append(f"- … 另有 {len(read.problems) - SHOWN_ROW_PROBLEMS} 行 / {len(read.problems) - SHOWN_ROW_PROBLEMS} more rows")
+    return "\n".join(lines)

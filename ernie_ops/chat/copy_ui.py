@@ -1,0 +1,170 @@
+"""The marketing-copy scenario in the chat (营销文案): a form, posts as cards, batch files (Chainlit side).
+
+Loaded by app.py only (it imports chainlit). The work is done elsewhere: `copy.generate` writes and
+checks the posts through the gateway, `copy.batch` runs a product list, `chat.cards` turns a post into
+the card's props. Here: which element shows what, and what each button does.
+
+- The form is a custom element (elements/CopyForm.jsx) sent when the chat starts; its submit calls the
+  `copy_generate` action with the raw values. Bad values come back into the form (every field at once,
+  under its input); a gateway failure shows the chat's sentence in the form. Nothing is generated then.
+- Each post is a CopyPost card; the app keeps (element, request, index) per card id in the session, so
+  `copy_regenerate` rewrites that card only, from the request the app validated (the browser sends only
+  the card id). A card of an earlier chat (after a reload) is refused with a sentence.
+- A CSV/XLSX dropped into the Marketing chat runs as a batch: a BatchProgress element updated at most
+  every PROGRESS_EVERY seconds, then the posts as CSV and XLSX downloads and the rows that were skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import chainlit as cl
+
+from ernie_ops.chat.cards import batch_report, form_props, post_props
+from ernie_ops.chat.client import ChatError, GatewayClient
+from ernie_ops.config import CopyConfig
+from ernie_ops.copy import batch_io
+from ernie_ops.copy.batch import BatchProgress, run_batch
+from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError
+from ernie_ops.errors import ErnieOpsError
+
+log = logging.getLogger("ernie_ops.chat")
+PROGRESS_EVERY = 0.5  # seconds between two updates of the progress element
+INTRO = (
+    "填写下面的表单生成文案；也可以把 CSV/XLSX 商品清单（每行一个商品：产品、卖点、目标人群…）拖进对话框批量生成。 / "
+    "Fill in the form; or drop a CSV/XLSX product list here for a batch."
+)
+USE_THE_FORM = "营销文案用上面的表单生成；批量请上传 CSV 或 XLSX 文件。 / Use the form above, or upload a CSV/XLSX file for a batch."
+STALE_CARD = "这张卡片属于之前的对话，请重新生成。 / This card belongs to an earlier chat; generate again."
+FORM, CARDS = "copy_form", "copy_cards"
+
+
+class CopyTool:
+    """One per app process; per-chat state lives in `cl.user_session`."""
+
+    def __init__(self, cfg: CopyConfig, client: GatewayClient, system_prompt: str):
+        self.cfg = cfg
+        self.writer = CopyWriter(client, cfg, system_prompt)
+
+    async def start(self) -> None:
+        form = cl.CustomElement(name="CopyForm", props=form_props(self.cfg), display="inline")
+        cl.user_session.set(FORM, form)
+        cl.user_session.set(CARDS, {})
+        await cl.Message(content=INTRO, elements=[form]).send()
+
+    async def _show_form(self, values: dict, errors: dict | None = None, failure: str | None = None) -> None:
+        form: cl.CustomElement | None = cl.user_session.get(FORM)
+        if form is not None:
+            form.props = form_props(self.cfg, values, errors, failure)
+            await form.update()
+
+    async def generate(self, payload: dict) -> None:
+        values = payload.get("values") if isinstance(payload.get("values"), dict) else {}
+        try:
+            request = CopyRequest.from_form(values, self.cfg)
+        except FormError as exc:
+            await self._show_form(values, errors=exc.problems)
+            return
+        await self._show_form(values)
+        started = time.perf_counter()
+        try:
+            posts = await self.writer.posts(request)
+        except ChatError as exc:
+            log.warning("copy: generation failed: %s", exc)
+            await self._show_form(values, failure=exc.user_text)
+            return
+        cards: dict = cl.user_session.get(CARDS) or {}
+        elements = []
+        for index, post in enumerate(posts):
+            card = uuid.uuid4().hex
+            element = cl.CustomElement(name="CopyPost", props=post_props(post, card, index + 1, request.max_chars), display="inline")
+            cards[card] = (element, request, index)
+            elements.append(element)
+        cl.user_session.set(CARDS, cards)
+        ok = sum(1 for p in posts if p.ok)
+        log.info(
+            "copy: %d post(s) for %r, %d within the rules, %d attempt(s), %.1fs",
+            len(posts), request.product, ok, sum(p.attempts for p in posts), time.perf_counter() - started,
+        )  # fmt: skip
+        content = f"**{request.product}**：{len(posts)} 条文案，{ok} 条符合规则（≤{request.max_chars} 字、无绝对化用语）。"
+        if ok < len(posts):
+            content += " 标红的卡片重写了几次仍未通过，请修改后再用或点「重写」。 / Flagged cards failed the rules after the retries."
+        await cl.Message(content=content, elements=elements).send()
+
+    async def regenerate(self, payload: dict) -> None:
+        cards: dict = cl.user_session.get(CARDS) or {}
+        found = cards.get(str(payload.get("card")))
+        if found is None:
+            await cl.ErrorMessage(content=STALE_CARD).send()
+            return
+        element, request, index = found
+        try:
+            post = await self.writer.post(request, index)
+        except ChatError as exc:
+            log.warning("copy: regeneration failed: %s", exc)
+            await cl.ErrorMessage(content=exc.user_text).send()
+            return
+        element.props = post_props(post, element.props["card"], index + 1, request.max_chars)
+        await element.update()
+        log.info("copy: card %d of %r regenerated (%d attempt(s), ok=%s)", index + 1, request.product, post.attempts, post.ok)
+
+    async def batch(self, files: list) -> None:
+        """Each uploaded product list in turn: progress, then the posts as downloads."""
+        for f in files:
+            with tempfile.TemporaryDirectory(prefix="ernie-copy-") as tmp:
+                await self._one_batch(f, Path(tmp))
+
+    async def _one_batch(self, upload, tmp: Path) -> None:
+        name = Path(upload.name or "products").name
+        source = tmp / name  # under its own name: the sentences about it name the user's file, not an upload id
+        try:
+            source.write_bytes(await asyncio.to_thread(Path(upload.path).read_bytes))
+            read = await asyncio.to_thread(batch_io.read_products, source)
+        except (OSError, ErnieOpsError) as exc:
+            await cl.ErrorMessage(content=f"{name}: {exc}" if isinstance(exc, OSError) else str(exc)).send()
+            return
+        if len(read.rows) > self.cfg.max_batch_rows:
+            await cl.ErrorMessage(
+                content=f"{name} 有 {len(read.rows)} 行，超过上限 {self.cfg.max_batch_rows}（chat.marketing.max_batch_rows），请拆分。 / "
+                f"{name} has {len(read.rows)} rows, over the limit of {self.cfg.max_batch_rows}: split it."
+            ).send()
+            return
+        progress = cl.CustomElement(
+            name="BatchProgress", props={"file": name, "done": 0, "total": len(read.rows), "failed": 0}, display="inline"
+        )
+        await cl.Message(content=f"批量生成 / Batch: {name}", elements=[progress]).send()
+        latest: dict = {}
+
+        def on_progress(p: BatchProgress) -> None:
+            latest.update(done=p.done, total=p.total, failed=p.failed, current=p.current)
+
+        async def publish() -> None:
+            shown = None
+            while True:
+                await asyncio.sleep(PROGRESS_EVERY)
+                if latest and latest != shown:
+                    shown = dict(latest)
+                    progress.props = {"file": name, **shown}
+                    await progress.update()
+
+        out_csv = tmp / f"{Path(name).stem}-posts.csv"
+        ticker = asyncio.create_task(publish())
+        try:
+            summary = await run_batch(read, out_csv, self.writer, self.cfg, concurrency=self.cfg.batch_concurrency, progress=on_progress)
+        finally:
+            ticker.cancel()
+        progress.props = {"file": name, **latest, "done": summary.generated + summary.resumed, "finished": True}
+        await progress.update()
+        files = []
+        if out_csv.exists():
+            out_xlsx = out_csv.with_suffix(".xlsx")
+            posts, _ = await asyncio.to_thread(batch_io.read_posts, out_csv)
+            await asyncio.to_thread(batch_io.write_posts, out_xlsx, posts)
+            files = [cl.File(name=p.name, path=str(p), display="inline") for p in (out_csv, out_xlsx)]
+        log.info("copy batch %s: %s", name, summary)
+        await cl.Message(content=batch_report(name, read, summary), elements=files).send()

@@ -1,0 +1,96 @@
+"""The onboarding helper in the chat (新员工入职助手, Chainlit side).
+
+Loaded by app.py only. The work is in `onboarding.service`: who the logged-in user is in the HR
+system, their plan, the push log. Here: when the chat starts, the employee's items as OnboardingItem
+cards (elements/OnboardingItem.jsx); the 确认 button calls the `onboarding_confirm` action, which
+confirms for the LOGGED-IN user (the browser sends only an item id) and updates that card.
+
+A reload, a reconnect or a second login starts a new chat: `open` reads the push log, pushes nothing
+new, and the cards show what is stored, confirmed ones as 已确认. An HR problem is one friendly sentence
+(the detail goes to the journal); nothing is pushed then.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import chainlit as cl
+
+from ernie_ops.chat.client import GatewayClient
+from ernie_ops.config import OnboardingConfig
+from ernie_ops.errors import ErnieOpsError
+from ernie_ops.hr.model import HRError
+from ernie_ops.onboarding.pushlog import PushLog
+from ernie_ops.onboarding.service import Onboarding, card, connector_for, welcome_writer
+
+log = logging.getLogger("ernie_ops.chat")
+UNAVAILABLE = "入职助手暂时无法使用，请稍后再试或联系管理员。 / The onboarding helper is not available now; try later or ask the admin."
+UNKNOWN_ITEM = "找不到这一项，请刷新页面。 / This item is not yours or no longer exists; reload the page."
+ITEMS = "onboarding_items"
+
+
+def build_onboarding(cfg: OnboardingConfig, client: GatewayClient, system_prompt: str) -> OnboardingTool:
+    """The tool with its HR connector, push log and welcome writer; one that cannot be built still
+    answers (UNAVAILABLE) and the journal says why, so the app serves its other scenarios."""
+    try:
+        connector = connector_for(cfg.hr, os.environ)
+        push_log = PushLog(cfg.push_log)
+    except ErnieOpsError as exc:
+        log.error("onboarding: not available: %s", exc)
+        return OnboardingTool(None, str(exc))
+    for warning in push_log.warnings:
+        log.warning("onboarding: %s", warning)
+    return OnboardingTool(Onboarding(cfg, connector, push_log, welcome_writer(client, system_prompt, cfg.welcome_max_tokens)))
+
+
+class OnboardingTool:
+    def __init__(self, service: Onboarding | None, problem: str | None = None):
+        self.service, self.problem = service, problem  # problem: why the service could not be built (logged at start)
+
+    async def start(self, login: str) -> None:
+        if self.service is None:
+            await cl.ErrorMessage(content=UNAVAILABLE).send()
+            return
+        try:
+            opened = await self.service.open(login)
+        except HRError as exc:
+            log.warning("onboarding %s: %s", login, exc.detail)
+            await cl.ErrorMessage(content=exc.message).send()
+            return
+        except ErnieOpsError as exc:
+            log.error("onboarding %s: %s", login, exc)
+            await cl.ErrorMessage(content=UNAVAILABLE).send()
+            return
+        elements = {i.item_id: cl.CustomElement(name="OnboardingItem", props=card(i), display="inline") for i in opened.items}
+        cl.user_session.set(ITEMS, elements)
+        done = sum(1 for i in opened.items if i.confirmed)
+        facts = opened.facts
+        log.info(
+            "onboarding %s: %d item(s), %d new, %d confirmed%s", login, len(opened.items), opened.new, done,
+            ", fallback welcome" if opened.fallback_welcome_used else "",
+        )  # fmt: skip
+        content = (
+            f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{facts.start_date.isoformat()}。"
+            f"\n\n下面是你的入职事项，看完请逐条点「确认」（已确认 {done}/{len(opened.items)}）。 / "
+            f"Your onboarding items: confirm each once you have read it ({done}/{len(opened.items)} confirmed)."
+        )
+        await cl.Message(content=content, elements=list(elements.values())).send()
+
+    async def confirm(self, login: str, payload: dict) -> None:
+        elements: dict = cl.user_session.get(ITEMS) or {}
+        item_id = str(payload.get("item_id") or "")
+        element = elements.get(item_id)
+        if self.service is None or element is None:
+            await cl.ErrorMessage(content=UNKNOWN_ITEM).send()
+            return
+        try:
+            item = await self.service.confirm(login, item_id)
+        except ErnieOpsError as exc:
+            log.error("onboarding %s: confirming %s failed: %s", login, item_id, exc)
+            element.props = {**element.props, "error": UNAVAILABLE}
+            await element.update()
+            return
+        log.info("onboarding %s: %s confirmed", login, item_id)
+        element.props = card(item)
+        await element.update()
