@@ -17,6 +17,7 @@ from rich.syntax import Syntax
 
 from ernie_ops import __version__, config
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ErnieOpsError, UsageError
+from ernie_ops.hr import commands as hr_commands
 
 err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
@@ -141,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         sp.add_argument("--json", action="store_true", help="machine-readable output")
         sp.set_defaults(func=cmd_docs)
+
+    hr_commands.register(sub)  # `ernie-ops hr check FILE` (ernie_ops/hr/commands.py)
 
     cu = sub.add_parser("chat-user", help="manage the chat's users file (scrypt-hashed passwords)")
     cusub = cu.add_subparsers(dest="user_command", required=True, parser_class=_Parser)

@@ -18,14 +18,19 @@ from ernie_ops.hr.model import Employee, HRError, checked
 COLUMNS = ("user_name", "employee_number", "display_name", "department", "title", "manager", "start_date")
 
 
-def _rows(path: Path) -> list[dict]:
+def numbered_rows(path: Path, fmt: str | None = None) -> list[tuple[str, dict]]:
+    """The export's employee records, each with where it is ("line 4" of a CSV, "entry 3" of a YAML list).
+
+    `fmt` ("csv" or "yaml") overrides the format the file's suffix gives (`ernie-ops hr check` reads a
+    temporary copy). Raises HRError("down") when the file as a whole cannot be read.
+    """
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise HRError("down", f"{path}: the HR export file does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise HRError("down", f"{path}: the HR export file cannot be read as UTF-8 ({exc})") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
+    if (fmt or ("yaml" if path.suffix.lower() in (".yaml", ".yml") else "csv")) == "yaml":
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -34,12 +39,16 @@ def _rows(path: Path) -> list[dict]:
             data = data.get("employees")
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise HRError("down", f"{path}: expected a list of employee mappings (or employees: [...])")
-        return data
+        return [(f"entry {n}", row) for n, row in enumerate(data, 1)]
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in ("user_name", "employee_number") if c not in (reader.fieldnames or [])]
     if missing:
         raise HRError("down", f"{path}: the CSV header lacks {', '.join(missing)}; expected columns {', '.join(COLUMNS)}")
-    return list(reader)
+    return [(f"line {reader.line_num}", row) for row in reader]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [row for _, row in numbered_rows(path)]
 
 
 class ExportFileConnector:

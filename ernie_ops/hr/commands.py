@@ -1,0 +1,113 @@
+"""`ernie-ops hr check FILE`: is an HR export file fit to replace the one the onboarding helper reads?
+
+It reads FILE with the export connector's own parsing (`export_file.numbered_rows`) and checks every
+record the way a lookup would (`model.checked`: a department, a start date in a known format), plus
+what only shows across records: a record nobody can be looked up by, a user_name or employee_number
+on two records (a lookup finds only the first), a CSV line with more fields than the header, an
+export without a single employee. A start date in the past is fine here: an export lists everyone.
+
+Prints the number of employees (exit 0), or one sentence per bad record (exit 2). Ansible's copy runs
+it as `validate:` on the new file before it replaces the installed one, so a broken export never
+replaces a working one; `--format` and `--name` say what the temporary copy really is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+from ernie_ops.errors import EXIT_OK, EXIT_USAGE, UsageError
+
+FORMATS = ("csv", "yaml")
+
+
+@dataclass
+class Report:
+    file: str
+    format: str
+    employees: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def file_format(path: str) -> str:
+    """The format the connector reads a file in: YAML by a .yaml/.yml suffix, CSV otherwise."""
+    return "yaml" if Path(path).suffix.lower() in (".yaml", ".yml") else "csv"
+
+
+def _text(value: object) -> str:
+    return str(value if value is not None else "").strip()
+
+
+def check(path: str | Path, fmt: str | None = None, name: str | None = None) -> Report:
+    """Every problem of the export at `path`, named after `name` (default: the path). Raises UsageError
+    when the file as a whole cannot be read (absent, not UTF-8, not YAML, a CSV header without the keys)."""
+    from ernie_ops.hr.export_file import numbered_rows
+    from ernie_ops.hr.model import HRError, checked
+
+    shown = name or str(path)
+    fmt = fmt or file_format(shown)
+    try:
+        rows = numbered_rows(Path(path), fmt)
+    except HRError as exc:
+        raise UsageError(exc.detail.replace(str(path), shown, 1) + "; fix the export and check it again") from None
+    report = Report(file=shown, format=fmt, employees=len(rows))
+    seen: dict[tuple[str, str], str] = {}
+    for where, row in rows:
+        user_name, number = _text(row.get("user_name")), _text(row.get("employee_number"))
+        who = f"{shown} {where}" + (f" (user_name {user_name!r})" if user_name else f" (employee_number {number!r})" if number else "")
+        reasons = []
+        if None in row and fmt == "csv":
+            reasons.append(f"more fields than the header's {len(row) - 1} (quote a value that holds a comma)")
+        if not user_name and not number:
+            reasons.append("no user_name and no employee_number, so nobody can be looked up by this record")
+        for key, value in (("user_name", user_name), ("employee_number", number)):
+            if value and (key, value) in seen:
+                reasons.append(f"{key} {value!r} is also on {seen[key, value]}, so a lookup would only find the first")
+            elif value:
+                seen[key, value] = where
+        try:  # the connector's own checks; date.min: a start date in the past is not an error in an export
+            if user_name or number:
+                checked(who, date.min, user_name=user_name, employee_number=number, display_name=_text(row.get("display_name")),
+                        department=row.get("department"), title=row.get("title"), manager=row.get("manager"),
+                        start_date=row.get("start_date"))  # fmt: skip
+        except HRError as exc:
+            reasons.append(exc.detail.removeprefix(f"{who}: "))
+        if reasons:
+            report.problems.append(f"{who}: {'; '.join(reasons)}")  # one sentence per bad record
+    if not rows:
+        report.problems.append(f"{shown}: no employee records; an empty export would make every onboarding lookup fail")
+    return report
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`ernie-ops hr check` under the CLI's subcommands."""
+    hr = sub.add_parser("hr", help="the onboarding helper's HR source")
+    hsub = hr.add_subparsers(dest="hr_command", required=True, parser_class=type(hr))
+    hc = hsub.add_parser("check", help="check an HR export file (CSV/YAML): the number of employees, or every bad record")
+    hc.add_argument("file", metavar="FILE")
+    hc.add_argument("--format", choices=FORMATS, help="csv or yaml (default: by the suffix of --name, else of FILE)")
+    hc.add_argument("--name", help="the name the messages give FILE (e.g. the export it is a copy of)")
+    hc.add_argument("--json", action="store_true", help="machine-readable report")
+    hc.set_defaults(func=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    report = check(args.file, args.format, args.name)
+    if args.json:
+        print(json.dumps({**asdict(report), "ok": report.ok}, indent=2, ensure_ascii=False))
+    elif report.ok:
+        print(f"{report.file}: {report.employees} employee{'s' if report.employees != 1 else ''} ({report.format})")
+    else:
+        for problem in report.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        bad = len(report.problems)
+        print(f"{report.file}: {bad} problem{'s' if bad != 1 else ''}; fix the export and check it again", file=sys.stderr)
+    return EXIT_OK if report.ok else EXIT_USAGE
