@@ -173,22 +173,27 @@ class PushLog:
     # ---- the operations ------------------------------------------------------------------------
     def push(self, employee: str, items: Sequence[NewItem]) -> list[Item]:
         """Record the items not yet pushed to `employee` (all or none), and return all of theirs as stored, in push order."""
+        return self.push_counted(employee, items)[0]
+
+    def push_counted(self, employee: str, items: Sequence[NewItem]) -> tuple[list[Item], int]:
+        """`push`, and how many items this call recorded (the others were there already, e.g. from another session)."""
         _employee(employee)
         pushed_at = self._clock()
+        inserted = 0
         with self._write() as conn:
             for n, item in enumerate(items, 1):
                 try:
-                    conn.execute(
+                    inserted += conn.execute(
                         "INSERT INTO items (employee, item_id, kind, content, pushed_at) VALUES (?, ?, ?, ?, ?)"
                         " ON CONFLICT (employee, item_id) DO NOTHING",
                         (employee, item.item_id, item.kind, item.content, pushed_at),
-                    )
+                    ).rowcount
                 except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError) as exc:
                     raise PushLogError(
                         f"item {n} ({getattr(item, 'item_id', item)!r}) for employee {employee!r} cannot be recorded ({exc}): "
                         f"it needs a non-empty text item_id, kind one of {', '.join(KINDS)} and non-empty text content; nothing was pushed"
                     ) from None
-            return self._select(conn, employee)
+            return self._select(conn, employee), inserted
 
     def confirm(self, employee: str, item_id: str) -> Item:
         """Mark the employee's item 已确认 (again: no change, the first time is kept) and return it."""
