@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ernie_ops.config import CopyConfig
+from ernie_ops.copy.batch import BatchSummary
 from ernie_ops.copy.batch_io import Read
 from ernie_ops.copy.generate import Post
 
@@ -25,6 +26,19 @@ def form_props(cfg: CopyConfig, values: Mapping | None = None, errors: Mapping |
     return {"values": shown, "errors": dict(errors or {}), "failure": failure}
 
 
+def flag_labels(post: Post) -> list[str]:
+    """What a flagged card says it breaks, short enough for a badge."""
+    labels = ["模型输出无法解析 / unusable output"] if post.unusable else []
+    for p in post.problems:
+        if p.kind == "too_long":
+            labels.append(f"超长 {p.count}/{p.limit} 字 / too long")
+        elif p.kind == "forbidden":
+            labels.append(f"绝对化用语「{p.word}」/ forbidden word")
+        else:
+            labels.append(p.flag)
+    return labels
+
+
 def post_props(post: Post, card: str, index: int, max_chars: int) -> dict:
     """One card: the text as written (never cut), its count against the limit, the rules it breaks."""
     return {
@@ -33,21 +47,21 @@ def post_props(post: Post, card: str, index: int, max_chars: int) -> dict:
         "text": post.text,
         "chars": post.chars,
         "max_chars": max_chars,
-        "flags": list(post.flags),
+        "flags": flag_labels(post),
         "attempts": post.attempts,
     }
 
 
-def batch_report(name: str, read: Read, summary) -> str:
+def batch_report(name: str, read: Read, summary: BatchSummary) -> str:
     """The message under a finished batch: counts, how to continue, and the skipped rows by number."""
+    failed = len(summary.failed_rows) + summary.not_attempted
     lines = [
-        f"**{name}**：{summary.generated} 行已生成，{summary.resumed} 行此前已完成，"
-        f"{len(read.problems)} 行格式有误已跳过，{summary.failed} 行生成失败；"
+        f"**{name}**：{summary.generated} 行已生成，{len(read.problems)} 行格式有误已跳过，{failed} 行生成失败；"
         f"共 {summary.posts} 条文案，{summary.posts_flagged} 条标记未通过规则。 / "
-        f"{summary.generated} rows generated, {summary.resumed} already done, {len(read.problems)} skipped as malformed, "
-        f"{summary.failed} failed; {summary.posts} posts, {summary.posts_flagged} flagged.",
+        f"{summary.generated} rows generated, {len(read.problems)} skipped as malformed, {failed} failed; "
+        f"{summary.posts} posts, {summary.posts_flagged} flagged.",
     ]
-    if summary.failed:
+    if failed:
         lines.append("模型服务出错的行没有文案，稍后可只上传这些行再试。 / Rows that failed have no posts: upload them again later.")
     for problem in read.problems[:SHOWN_ROW_PROBLEMS]:
         lines.append(f"- 第 {problem.row} 行 / row {problem.row}: {problem.message}")

@@ -29,7 +29,7 @@ from ernie_ops.chat.cards import batch_report, form_props, post_props
 from ernie_ops.chat.client import ChatError, GatewayClient
 from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
-from ernie_ops.copy.batch import BatchProgress, run_batch
+from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
 from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError
 from ernie_ops.errors import ErnieOpsError
 
@@ -134,6 +134,9 @@ class CopyTool:
                 f"{name} has {len(read.rows)} rows, over the limit of {self.cfg.max_batch_rows}: split it."
             ).send()
             return
+        if not read.rows:
+            await cl.ErrorMessage(content=batch_report(name, read, BatchSummary(output=""))).send()
+            return
         progress = cl.CustomElement(
             name="BatchProgress", props={"file": name, "done": 0, "total": len(read.rows), "failed": 0}, display="inline"
         )
@@ -156,9 +159,13 @@ class CopyTool:
         ticker = asyncio.create_task(publish())
         try:
             summary = await run_batch(read, out_csv, self.writer, self.cfg, concurrency=self.cfg.batch_concurrency, progress=on_progress)
+        except ErnieOpsError as exc:
+            log.error("copy batch %s: %s", name, exc)
+            await cl.ErrorMessage(content=str(exc)).send()
+            return
         finally:
             ticker.cancel()
-        progress.props = {"file": name, **latest, "done": summary.generated + summary.resumed, "finished": True}
+        progress.props = {"file": name, **latest, "current": "", "finished": True}
         await progress.update()
         files = []
         if out_csv.exists():

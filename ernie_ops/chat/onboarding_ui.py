@@ -22,12 +22,13 @@ from ernie_ops.config import OnboardingConfig
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.pushlog import PushLog
-from ernie_ops.onboarding.service import Onboarding, card, connector_for, welcome_writer
+from ernie_ops.onboarding.service import Onboarding, card, connector_for, finder, welcome_writer
 
 log = logging.getLogger("ernie_ops.chat")
 UNAVAILABLE = "入职助手暂时无法使用，请稍后再试或联系管理员。 / The onboarding helper is not available now; try later or ask the admin."
 UNKNOWN_ITEM = "找不到这一项，请刷新页面。 / This item is not yours or no longer exists; reload the page."
 ITEMS = "onboarding_items"
+KIND_ORDER = {"welcome": 0, "task": 1, "guide": 2}
 
 
 def build_onboarding(cfg: OnboardingConfig, client: GatewayClient, system_prompt: str) -> OnboardingTool:
@@ -41,7 +42,8 @@ def build_onboarding(cfg: OnboardingConfig, client: GatewayClient, system_prompt
         return OnboardingTool(None, str(exc))
     for warning in push_log.warnings:
         log.warning("onboarding: %s", warning)
-    return OnboardingTool(Onboarding(cfg, connector, push_log, welcome_writer(client, system_prompt, cfg.welcome_max_tokens)))
+    find = finder(connector, cfg.hr.lookup)
+    return OnboardingTool(Onboarding(cfg, find, push_log, welcome_writer(client, system_prompt, cfg.welcome_max_tokens)))
 
 
 class OnboardingTool:
@@ -62,7 +64,8 @@ class OnboardingTool:
             log.error("onboarding %s: %s", login, exc)
             await cl.ErrorMessage(content=UNAVAILABLE).send()
             return
-        elements = {i.item_id: cl.CustomElement(name="OnboardingItem", props=card(i), display="inline") for i in opened.items}
+        items = sorted(opened.items, key=lambda i: KIND_ORDER.get(i.kind, len(KIND_ORDER)))  # stable: push order within a kind
+        elements = {i.item_id: cl.CustomElement(name="OnboardingItem", props=card(i), display="inline") for i in items}
         cl.user_session.set(ITEMS, elements)
         done = sum(1 for i in opened.items if i.confirmed)
         facts = opened.facts
@@ -72,8 +75,7 @@ class OnboardingTool:
         )  # fmt: skip
         content = (
             f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{facts.start_date.isoformat()}。"
-            f"\n\n下面是你的入职事项，看完请逐条点「确认」（已确认 {done}/{len(opened.items)}）。 / "
-            f"Your onboarding items: confirm each once you have read it ({done}/{len(opened.items)} confirmed)."
+            "\n\n下面是你的入职事项，看完请逐条点「确认」。 / Your onboarding items: confirm each once you have read it."
         )
         await cl.Message(content=content, elements=list(elements.values())).send()
 

@@ -6,6 +6,7 @@ the "not installed" path real here; tests/ui runs the app itself.
 
 from __future__ import annotations
 
+import re
 import socket
 import tomllib
 
@@ -16,6 +17,10 @@ from ernie_ops.chat import server, users
 from ernie_ops.errors import ConfigError, ErnieOpsError, UsageError
 
 SECRET = "s" * 48
+# What Chainlit 2.12's custom-element renderer can import (docs.chainlit.io/api-reference/elements/custom).
+ALLOWED_IMPORTS = {"react", "sonner", "lucide-react"} | {
+    f"@/components/ui/{n}" for n in ("button", "card", "input", "textarea", "label", "badge", "progress", "separator")
+}
 
 
 @pytest.fixture
@@ -77,6 +82,31 @@ def test_chainlit_config_is_generated_from_ours(cfg, tmp_path):
     assert toml["meta"]["generated_by"] == server.CHAINLIT_VERSION
     assert "客服 Support" in (tmp_path / "state" / "chainlit.md").read_text()
     assert (tmp_path / "state" / ".files").is_dir()
+
+
+def test_custom_elements_are_laid_out_fresh_at_every_start(cfg, tmp_path):
+    root = tmp_path / "state"
+    elements = root / "public" / "elements"
+    elements.mkdir(parents=True)
+    (elements / "Stale.jsx").write_text("export default function Stale() { return null }")  # a file an old release left
+    (elements / "CopyForm.jsx").write_text("old")
+    server.prepare(cfg, root)
+    shipped = sorted(p.name for p in server.ELEMENTS_DIR.glob("*.jsx"))
+    assert shipped == ["BatchProgress.jsx", "CopyForm.jsx", "CopyPost.jsx", "OnboardingItem.jsx"]
+    assert sorted(p.name for p in elements.iterdir()) == shipped
+    assert (elements / "CopyForm.jsx").read_text() == (server.ELEMENTS_DIR / "CopyForm.jsx").read_text()
+    for name in shipped:  # Chainlit's renderer: one default export, props and APIs as globals, allowed imports only
+        text = (elements / name).read_text()
+        assert text.count("export default function") == 1, name
+        imports = re.findall(r'^import .* from "([^"]+)"', text, re.M)
+        assert set(imports) <= ALLOWED_IMPORTS, (name, imports)
+
+
+def test_uploads_are_on_for_a_copy_scenario_alone(tmp_path):
+    only_copy = config.parse("chat:\n  scenarios:\n    - {name: Copy, system_prompt: hi, tool: copy}\n")
+    server.prepare(only_copy, tmp_path / "s")
+    toml = tomllib.loads((tmp_path / "s" / ".chainlit" / "config.toml").read_text())
+    assert toml["features"]["spontaneous_file_upload"]["enabled"] is True  # product lists are uploaded there
 
 
 def test_state_dir_resolution(monkeypatch, tmp_path):

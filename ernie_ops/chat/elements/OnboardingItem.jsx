@@ -34,9 +34,11 @@ export default function OnboardingItem() {
       ) : null}
       {props.error ? <p className="text-sm text-red-600">{props.error}</p> : null}
       {props.confirmed ? null : (
-        <Button className="onboarding-confirm self-start" size="sm" onClick={confirm} disabled={busy}>
-          {busy ? "确认中…" : "确认 Confirm"}
-        </Button>
+        <div>
+          <Button className="onboarding-confirm" size="sm" onClick={confirm} disabled={busy}>
+            {busy ? "确认中…" : "确认 Confirm"}
+          </Button>
+        </div>
       )}
     </div>
   )

@@ -1,0 +1,51 @@
+"""What the chat's custom elements are given (ernie_ops/chat/cards.py): the form, a post's card, a batch report."""
+
+from __future__ import annotations
+
+from ernie_ops import config
+from ernie_ops.chat import cards
+from ernie_ops.copy import rules
+from ernie_ops.copy.batch import BatchSummary, FailedRow
+from ernie_ops.copy.batch_io import Read, RowProblem
+from ernie_ops.copy.generate import Post
+
+CFG = config.parse("chat:\n  marketing: {posts: 4, max_chars: 30}\n").chat.marketing
+
+
+def test_form_keeps_what_the_user_typed_and_puts_each_error_under_its_field():
+    fresh = cards.form_props(CFG)
+    assert fresh == {"values": {"product": "", "selling_points": "", "audience": "", "tone": "", "posts": 4, "max_chars": 30},
+                     "errors": {}, "failure": None}  # fmt: skip
+    again = cards.form_props(CFG, {"product": "耳机", "posts": "x", "max_chars": "", "evil": "<b>"}, {"posts": "整数 / whole number"})
+    assert again["values"]["product"] == "耳机" and again["values"]["posts"] == "x"  # shown back as typed, to be fixed
+    assert again["values"]["max_chars"] == 30 and "evil" not in again["values"]  # an emptied field gets the default back
+    assert again["errors"] == {"posts": "整数 / whole number"}
+    assert cards.form_props(CFG, failure="模型服务暂时无法连接")["failure"] == "模型服务暂时无法连接"
+
+
+def test_a_card_shows_the_whole_text_its_count_and_what_it_breaks():
+    r = rules.Rules(max_chars=10)
+    text = "最佳降噪耳机，通勤路上安静一整天"
+    post = Post(text, rules.count_chars(text), rules.check(text, r), attempts=3)
+    props = cards.post_props(post, "c1", 2, 10)
+    assert props["text"] == text and props["chars"] == 16 and props["max_chars"] == 10  # never cut
+    assert props["flags"] == ["超长 16/10 字 / too long", "绝对化用语「最佳」/ forbidden word"]
+    assert props["index"] == 2 and props["card"] == "c1" and props["attempts"] == 3
+    ok = cards.post_props(Post("安静通勤", 4), "c2", 1, 10)
+    assert ok["flags"] == []
+    broken = cards.post_props(Post('{"posts": ["半截', 12, unusable="not JSON"), "c3", 3, 10)
+    assert broken["flags"] == ["模型输出无法解析 / unusable output"]
+
+
+def test_batch_report_counts_and_lists_skipped_rows_by_number():
+    problems = [RowProblem(n, "产品为空 / product is empty") for n in range(2, 2 + cards.SHOWN_ROW_PROBLEMS + 3)]
+    read = Read(rows=[], problems=problems, encoding="utf-8", format="csv")
+    summary = BatchSummary(output="o.csv", generated=7, posts=21, posts_flagged=2,
+                           failed_rows=[FailedRow(30, "台灯", "模型服务暂时无法连接")])  # fmt: skip
+    text = cards.batch_report("清单.csv", read, summary)
+    assert text.startswith("**清单.csv**：7 行已生成，23 行格式有误已跳过，1 行生成失败；共 21 条文案，2 条标记未通过规则。")
+    assert "- 第 2 行 / row 2: 产品为空" in text and f"- 第 {1 + cards.SHOWN_ROW_PROBLEMS} 行" in text
+    assert f"第 {2 + cards.SHOWN_ROW_PROBLEMS} 行" not in text and "另有 3 行" in text
+    assert "模型服务出错的行没有文案" in text
+    clean = cards.batch_report("a.xlsx", Read(rows=[], problems=[], encoding=None, format="xlsx"), BatchSummary(output="o", generated=2))
+    assert "\n" not in clean and "2 行已生成" in clean  # nothing failed, nothing skipped: one line
