@@ -1,4 +1,4 @@
-"""The new-employee onboarding helper (issue 11, 新员工入职助手): groundwork, not yet wired into the chat app.
+"""The new-employee onboarding helper (issue 11, 新员工入职助手).
 
 The plan of the package, one job per module:
 - `plan`: the first-week tasks and system guides from templates per department and role (validated
@@ -7,11 +7,11 @@ The plan of the package, one job per module:
   never adds, drops or edits tasks, systems or links (see plan.py's docstring for what the chat layer must do).
 - `pushlog`: the SQLite push log under the state directory: (employee, item_id) pushed once, confirmed
   once (已确认), all-or-nothing writes, each employee sees only their own items.
-- still to come (the lead's part): the HR connector (SCIM 2.0 and an HR export file) that produces
-  `plan.Facts` and turns HR failures (down, timeout, 401, 404, missing department, bad start date) into one
-  friendly sentence, and the chat profile that shows each item as a card with a 确认 button.
+- `service`: what the chat app calls: the HR connector from config (ernie_ops.hr: SCIM 2.0 or the HR
+  export file; HR failures are HRError with one friendly sentence), `Onboarding.open`/`confirm` for a
+  login, and `card`, the props of the chat's OnboardingItem element (chat/onboarding_ui.py).
 
-The flow a session follows: facts = HR lookup; plan = build_plan(facts, templates); pending =
+The flow `Onboarding.open` follows: facts = HR lookup; plan = build_plan(facts, templates); pending =
 to_push(plan, ids already in the log); if the welcome is pending, ask the model for its text (and keep
 it only if foreign_links(text, plan) is empty, else fallback_welcome); push(employee, the pending items
 as NewItem); show push()'s return value (the stored items, with their 已确认 state).

