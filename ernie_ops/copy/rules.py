@@ -183,7 +183,7 @@ def parse_posts(json_text: str, n: int) -> list[str]:
     if not text:
         raise PostsFormatError('The model\'s answer is empty; expected JSON {"posts": [...]}.')
     try:
-        data = json.loads(text)
+        data = json.loads(text, strict=False)  # control characters inside a string: guided decoding (xgrammar) allows them
     except json.JSONDecodeError as e:
         where = f"{e.msg} at line {e.lineno} column {e.colno}"
         raise PostsFormatError(f'The model\'s answer is not JSON ({where}); expected {{"posts": [...]}}.') from None
