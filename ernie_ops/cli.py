@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from ernie_ops import __version__, config
+from ernie_ops.copy import commands as copy_commands
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ErnieOpsError, UsageError
 from ernie_ops.hr import commands as hr_commands
 
@@ -144,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=cmd_docs)
 
     hr_commands.register(sub)  # `ernie-ops hr check FILE` (ernie_ops/hr/commands.py)
+
+    copy_commands.register(sub, _Parser)  # `ernie-ops copy batch` (ernie_ops/copy/commands.py)
 
     cu = sub.add_parser("chat-user", help="manage the chat's users file (scrypt-hashed passwords)")
     cusub = cu.add_subparsers(dest="user_command", required=True, parser_class=_Parser)
