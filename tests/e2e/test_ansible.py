@@ -392,3 +392,62 @@ def try_operator_errors(sb: sandbox.Sandbox) -> None:
     # nothing serving was disturbed
     assert _start_stamp(sb, "ernie-vllm@8000.service") == routed_since
     assert sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/health"], check=False).stdout == "200"
+
+
+HR_EXPORT = (
+    "user_name,employee_number,display_name,department,title,manager,start_date\n"
+    "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07\n"
+    "li.na,E0007,李娜,研发部,经理,,2019-03-01\n"
+)
+HR_TOKEN = "e2e.hr-Token_1"
+
+
+def test_the_hr_token_and_export_reach_the_chat_app_and_a_bad_export_never_replaces_a_working_one(fleet, first_run, kb):
+    """Issue 11 item 5 on serving hosts: ernie_chat_hr_token lands in chat.env (0600 root), which restarts the chat
+    app with the token in its environment; the export lands at chat.onboarding.hr.file for the app's user; an
+    identical run changes nothing; an export with a bad record fails the run with its sentence and the installed
+    one stays (`ernie-ops hr check` as the copy's validate)."""
+    assert first_run.rc == 0, "needs the first run"
+    export = fleet.workdir / "hr-export.csv"
+    export.write_text(HR_EXPORT, encoding="utf-8")
+    same = dict(ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb))
+    hr = {"ernie_chat_hr_token": HR_TOKEN, "ernie_chat_hr_export_src": str(export)}
+    chat_pid = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
+    engine_since = {name: _start_stamp(sb, "ernie-vllm@8000.service") for name, sb in fleet.hosts.items()}
+    run = fleet.playbook("site.yml", **same, **hr)
+    print(f"\nsite.yml with ernie_chat_hr_token and ernie_chat_hr_export_src: {run.seconds:.0f} s; recap {run.recap()}")
+    print("\n".join(_applied(run)))
+    assert run.rc == 0, run.output[-8000:]
+    assert HR_TOKEN not in run.output, "the token was printed"
+    for name, sb in fleet.hosts.items():
+        env = sb.run("cat /etc/ernie-ops/chat.env").stdout.splitlines()
+        assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in env and any(line.startswith("CHAINLIT_AUTH_SECRET=") for line in env), name
+        assert sb.run("stat -c '%a %U' /etc/ernie-ops/chat.env").stdout.split() == ["600", "root"], name
+        assert sb.run("cat /etc/ernie-ops/hr-export.csv").stdout == HR_EXPORT, name
+        assert sb.run("stat -c '%a %U %G' /etc/ernie-ops/hr-export.csv").stdout.split() == ["640", "root", "ernie"], name
+        pid = sb.show("ernie-chainlit.service", "MainPID")
+        assert sb.show("ernie-chainlit.service", "ActiveState") == "active", name
+        assert pid != chat_pid[name], (name, "chat.env changed but the chat app was not restarted")
+        environ = sb.run(f"cat /proc/{pid}/environ").stdout.split("\0")
+        assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in environ, (name, "the restarted app lacks the token")
+        chat = sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/"], check=False).stdout
+        assert chat == "200", (name, "the chat app through nginx", chat)
+        assert _start_stamp(sb, "ernie-vllm@8000.service") == engine_since[name], (name, "the engine moved for a chat input")
+    restarted = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
+
+    again = fleet.playbook("site.yml", **same, **hr)
+    print(f"  the same run again: {again.seconds:.0f} s; recap {again.recap()}")
+    assert again.rc == 0, again.output[-6000:]
+    assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
+    assert {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()} == restarted
+
+    export.write_text(HR_EXPORT + "wang.fang,E1002,王芳,,销售,,2026-12-09\n", encoding="utf-8")
+    bad = fleet.playbook("site.yml", **same, **hr)
+    sentence = f"error: {export} line 4 (user_name 'wang.fang'): the record has no department"
+    print(f"  an export with a record without department: rc {bad.rc}; recap {bad.recap()}")
+    assert bad.rc != 0 and all(h["failed"] == 1 for h in bad.recap().values()), bad.output[-6000:]
+    assert sentence in bad.output, bad.output[-6000:]
+    for name, sb in fleet.hosts.items():
+        assert sb.run("cat /etc/ernie-ops/hr-export.csv").stdout == HR_EXPORT, (name, "the bad export replaced the working one")
+        assert sb.show("ernie-chainlit.service", "MainPID") == restarted[name], name
+        assert sb.run(f"{CLI} hr check /etc/ernie-ops/hr-export.csv").stdout.strip() == "/etc/ernie-ops/hr-export.csv: 2 employees (csv)"
