@@ -6,6 +6,9 @@ Plan of the package (one job per module):
 - batch_io.py: reading a products file (CSV in UTF-8/BOM/GBK, or XLSX, decided by content), row problems
   with spreadsheet row numbers, a stable key per product for resume, writing the posts as CSV/XLSX, and the
   keys already finished in a partial output.
-- later (the lead): generation through the gateway with bounded concurrency and regeneration up to N times,
-  the `ernie-ops copy batch` command, and the Chainlit form and cards.
+- generate.py: the form's request (every bad field at once), the prompt and JSON schema of one post, and
+  `CopyWriter`: posts requested concurrently through the gateway, regenerated up to N times, flagged not cut.
+- batch.py: `run_batch`, every row of a products file with bounded concurrency, resumable, a summary.
+- commands.py: `ernie-ops copy batch INPUT -o OUTPUT`.
+- later (the lead): the Chainlit form and cards.
 """

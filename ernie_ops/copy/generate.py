@@ -71,8 +71,10 @@ class FormError(ErnieOpsError):
 
     def __init__(self, problems: dict[str, str]):
         self.problems = dict(problems)
-        named = ", ".join(FIELD_NAMES.get(k, k) for k in self.problems)
-        super().__init__(f"The form has {len(self.problems)} field(s) to fix ({named}): " + " ".join(self.problems.values()))
+        zh = "、".join(FIELD_NAMES.get(k, k).split(" ", 1)[0] for k in self.problems)
+        en = ", ".join(FIELD_NAMES.get(k, k).split(" ", 1)[-1] for k in self.problems)
+        n = len(self.problems)
+        super().__init__(f"表单有 {n} 项需要修改（{zh}），见各项下方的说明。 / The form has {n} field(s) to fix ({en}); see the note under each.")
 
 
 def _text(values: Mapping[str, object], name: str, problems: dict[str, str], *, required: bool = False) -> str:

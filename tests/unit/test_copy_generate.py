@@ -82,7 +82,8 @@ def test_form_reports_every_bad_field_at_once():
     assert "1" in problems["posts"] and "10" in problems["posts"] and "'0'" in problems["posts"]
     assert "'abc'" in problems["max_chars"] and "2000" in problems["max_chars"]
     text = str(info.value)
-    assert "\n" not in text and text.startswith("The form has 3 field(s) to fix")
+    assert "\n" not in text and "The form has 3 field(s) to fix (product, number of posts, max length)" in text
+    assert text.count(". ") == 0 and text.endswith("see the note under each.")  # one sentence (each language)
 
 
 @pytest.mark.parametrize(
