@@ -8,6 +8,8 @@ The plan:
   looked up by user_name or employee_number.
 - `scim`: a SCIM 2.0 client (RFC 7643/7644) over httpx: `GET /Users?filter=...`, department and manager
   from the enterprise extension, the start date from a configurable attribute path.
+- `commands`: `ernie-ops hr check FILE`, an export read with `export_file`'s parsing and every record
+  checked (Ansible's `validate:` before a new export replaces the installed one).
 
 Both connectors expose `find(user_name=..., employee_number=...) -> Employee` and raise only `HRError`.
 Not wired yet: the config section (base URL, timeouts, the token from the EnvironmentFile) and the chat
