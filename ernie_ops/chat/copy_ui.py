@@ -80,9 +80,9 @@ class CopyTool:
             return
         cards: dict = cl.user_session.get(CARDS) or {}
         elements = []
-        for index, post in enumerate(posts):
+        for index, post in enumerate(posts, start=1):  # 1-based, as CopyWriter.post counts (each index its own angle)
             card = uuid.uuid4().hex
-            element = cl.CustomElement(name="CopyPost", props=post_props(post, card, index + 1, request.max_chars), display="inline")
+            element = cl.CustomElement(name="CopyPost", props=post_props(post, card, index, request.max_chars), display="inline")
             cards[card] = (element, request, index)
             elements.append(element)
         cl.user_session.set(CARDS, cards)
@@ -109,9 +109,9 @@ class CopyTool:
             log.warning("copy: regeneration failed: %s", exc)
             await cl.ErrorMessage(content=exc.user_text).send()
             return
-        element.props = post_props(post, element.props["card"], index + 1, request.max_chars)
+        element.props = post_props(post, element.props["card"], index, request.max_chars)
         await element.update()
-        log.info("copy: card %d of %r regenerated (%d attempt(s), ok=%s)", index + 1, request.product, post.attempts, post.ok)
+        log.info("copy: card %d of %r regenerated (%d attempt(s), ok=%s)", index, request.product, post.attempts, post.ok)
 
     async def batch(self, files: list) -> None:
         """Each uploaded product list in turn: progress, then the posts as downloads."""
