@@ -48,7 +48,7 @@ class CopyTool:
     """One per app process; per-chat state lives in `cl.user_session`."""
 
     def __init__(self, cfg: CopyConfig, client: GatewayClient, system_prompt: str):
-        self.cfg = cfg
+        self.cfg, self.client, self.system_prompt = cfg, client, system_prompt
         self.writer = CopyWriter(client, cfg, system_prompt)
 
     async def start(self) -> None:
@@ -158,7 +158,8 @@ class CopyTool:
         out_csv = tmp / f"{Path(name).stem}-posts.csv"
         ticker = asyncio.create_task(publish())
         try:
-            summary = await run_batch(read, out_csv, self.writer, self.cfg, concurrency=self.cfg.batch_concurrency, progress=on_progress)
+            writer = CopyWriter(self.client, self.cfg, self.system_prompt)  # its own counters: the summary is this batch's
+            summary = await run_batch(read, out_csv, writer, self.cfg, concurrency=self.cfg.batch_concurrency, progress=on_progress)
         except ErnieOpsError as exc:
             log.error("copy batch %s: %s", name, exc)
             await cl.ErrorMessage(content=str(exc)).send()
