@@ -128,10 +128,11 @@ def test_chat_env_holds_the_token_line_named_by_token_env_beside_the_kept_secret
     assert _env(tmp_path)[0]["HR_BEARER"] == "tok.A-1"  # --check wrote nothing
     # empty: the line chat.env has is left as it is, here one an operator edited by hand
     path = tmp_path / "chat.env"
-    path.write_text(path.read_text().replace("HR_BEARER=tok.A-1", "HR_BEARER=by.hand-7"))
+    path.write_text(path.read_text().replace("HR_BEARER=tok.A-1", "HR_BEARER=by.hand-7") + "ERNIE_OPS_API_KEY=key-by-hand\n")
     kept = playbook(tmp_path, ["preflight", "env"], ernie_chat_hr_token="", **hr)
     assert kept.rc == 0 and kept.recap()["h"]["changed"] == 0, kept.changed_tasks()
-    assert _env(tmp_path) == ({"CHAINLIT_AUTH_SECRET": secret, "HR_BEARER": "by.hand-7"}, 0o600)
+    env = {"CHAINLIT_AUTH_SECRET": secret, "HR_BEARER": "by.hand-7", "ERNIE_OPS_API_KEY": "key-by-hand"}
+    assert _env(tmp_path) == (env, 0o600)  # the gateway key an operator added by hand survives too
 
 
 @needs_root
