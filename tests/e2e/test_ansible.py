@@ -405,8 +405,8 @@ HR_TOKEN = "e2e.hr-Token_1"
 def test_the_hr_token_and_export_reach_the_chat_app_and_a_bad_export_never_replaces_a_working_one(fleet, first_run, kb):
     """Issue 11 item 5 on serving hosts: ernie_chat_hr_token lands in chat.env (0600 root), which restarts the chat
     app with the token in its environment; the export lands at chat.onboarding.hr.file for the app's user; an
-    identical run changes nothing; an export with a bad record fails the run with its sentence and the installed
-    one stays (`ernie-ops hr check` as the copy's validate)."""
+    export with a bad record fails the run with its sentence and the installed one stays (`ernie-ops hr check` as
+    the copy's validate)."""
     assert first_run.rc == 0, "needs the first run"
     export = fleet.workdir / "hr-export.csv"
     export.write_text(HR_EXPORT, encoding="utf-8")
@@ -434,12 +434,9 @@ def test_the_hr_token_and_export_reach_the_chat_app_and_a_bad_export_never_repla
         assert chat == "200", (name, "the chat app through nginx", chat)
         assert _start_stamp(sb, "ernie-vllm@8000.service") == engine_since[name], (name, "the engine moved for a chat input")
     restarted = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
-
-    again = fleet.playbook("site.yml", **same, **hr)
-    print(f"  the same run again: {again.seconds:.0f} s; recap {again.recap()}")
-    assert again.rc == 0, again.output[-6000:]
-    assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
-    assert {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()} == restarted
+    # An identical run changing nothing is proven for these tasks by tests/unit/test_ansible_chat_hr.py (the role's
+    # env and export tasks run by ansible-playbook) and for the whole play by the second-run test above: a third
+    # whole-fleet run here would cost minutes of CI for no new path.
 
     export.write_text(HR_EXPORT + "wang.fang,E1002,王芳,,销售,,2026-12-09\n", encoding="utf-8")
     bad = fleet.playbook("site.yml", **same, **hr)
