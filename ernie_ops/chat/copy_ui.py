@@ -44,6 +44,16 @@ STALE_CARD = "这张卡片属于之前的对话，请重新生成。 / This card
 FORM, CARDS = "copy_form", "copy_cards"
 
 
+async def send_in_order(content: str, elements: list) -> cl.Message:
+    """A message, then its elements one by one: `Message.send` sends them concurrently (asyncio.gather) and
+    the page shows them in arrival order, which put a long card after a short one (seen in the browser)."""
+    msg = cl.Message(content=content)
+    await msg.send()
+    for element in elements:
+        await element.send(for_id=msg.id)
+    return msg
+
+
 class CopyTool:
     """One per app process; per-chat state lives in `cl.user_session`."""
 
@@ -94,7 +104,7 @@ class CopyTool:
         content = f"**{request.product}**：{len(posts)} 条文案，{ok} 条符合规则（≤{request.max_chars} 字、无绝对化用语）。"
         if ok < len(posts):
             content += " 标红的卡片重写了几次仍未通过，请修改后再用或点「重写」。 / Flagged cards failed the rules after the retries."
-        await cl.Message(content=content, elements=elements).send()
+        await send_in_order(content, elements)
 
     async def regenerate(self, payload: dict) -> None:
         cards: dict = cl.user_session.get(CARDS) or {}

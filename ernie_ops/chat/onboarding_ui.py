@@ -18,6 +18,7 @@ import os
 import chainlit as cl
 
 from ernie_ops.chat.client import GatewayClient
+from ernie_ops.chat.copy_ui import send_in_order
 from ernie_ops.config import OnboardingConfig
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
@@ -77,7 +78,7 @@ class OnboardingTool:
             f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{facts.start_date.isoformat()}。"
             "\n\n下面是你的入职事项，看完请逐条点「确认」。 / Your onboarding items: confirm each once you have read it."
         )
-        await cl.Message(content=content, elements=list(elements.values())).send()
+        await send_in_order(content, list(elements.values()))
 
     async def confirm(self, login: str, payload: dict) -> None:
         elements: dict = cl.user_session.get(ITEMS) or {}
