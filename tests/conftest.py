@@ -86,7 +86,10 @@ def write_config(path: Path, model_dir: Path, ports: list[int], cache_dir: Path,
         },
         "instances": [{"port": p} for p in ports],
         "paths": {"cache_dir": str(cache_dir), "state_dir": str(cache_dir / "state")},
-        "chat": {"docs": {"index_file": str(cache_dir / "docs" / "index.sqlite")}},  # never /var/lib on the test machine
+        "chat": {  # never /var/lib or /etc on the test machine
+            "docs": {"index_file": str(cache_dir / "docs" / "index.sqlite")},
+            "onboarding": {"push_log": str(cache_dir / "onboarding" / "pushlog.sqlite"), "hr": {"file": str(cache_dir / "hr-export.csv")}},
+        },
     }
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
