@@ -29,6 +29,7 @@ def setup_dev(tmp_path: Path, venv: Path, port: int) -> tuple[Path, dict]:
     cfg = tmp_path / "ernie.yaml"
     cfg.write_text(
         f"chat:\n  port: {port}\n  users_file: {tmp_path / 'users.yaml'}\n  docs:\n    index_file: {tmp_path / 'docs' / 'index.sqlite'}\n"
+        f"  onboarding:\n    push_log: {tmp_path / 'onboarding' / 'pushlog.sqlite'}\n"
         f"gateway:\n  url: http://127.0.0.1:{free_port()}\n"
     )
     env = chat_venv.run_env(venv) | {"CHAINLIT_AUTH_SECRET": secrets.token_urlsafe(48)}
