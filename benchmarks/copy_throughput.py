@@ -15,6 +15,7 @@ Output length: bench uses ignore_eos, so each bench request is exactly max_token
 grammar-guided (response_format json_schema) and ends when the JSON closes; the tiny random model almost never
 closes its string, so nearly every copy request also runs to max_tokens; the output tokens of both are counted
 (the client's chunks for the batch, bench's own count) and the table gives tokens/s beside requests/min.
+--no-structured runs the batch without response_format: the difference is the grammar's cost.
 A level whose batch is not done after --budget seconds is cancelled; its rows/min are over the rows finished
 (say so: "rows" shows finished/asked).
 
@@ -123,9 +124,10 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--budget", type=float, default=600.0, help="seconds per batch level before it is cut")
+    ap.add_argument("--no-structured", action="store_true", help="batch without response_format (the grammar's cost, by difference)")
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
-    cfg = CopyConfig(max_tokens=args.max_tokens)
+    cfg = CopyConfig(max_tokens=args.max_tokens, structured_output=not args.no_structured)
     model = tiny_model.cached(CACHE / "models")
     with tempfile.TemporaryDirectory(prefix="eo-copy-", dir="/var/tmp") as d:
         work = Path(d)
@@ -141,7 +143,7 @@ def main() -> None:
             bench_ptoks = bench_prompt_tokens(ng.url, tiny_model.SERVED_NAME, ptoks)
             print(f"bench prompt_tokens={bench_ptoks} (its 'hi ' prompt, about {ptoks} tokens with this tokenizer)", flush=True)
             print(f"copy prompt (first try, chat template): {ptoks} tokens; max_tokens {cfg.max_tokens}; {cfg.posts} posts a row, "
-                  f"max_attempts {cfg.max_attempts}", flush=True)  # fmt: skip
+                  f"max_attempts {cfg.max_attempts}; structured output {cfg.structured_output}", flush=True)  # fmt: skip
             results = []
             for c in levels:
                 summary, seconds, counting, cut = asyncio.run(

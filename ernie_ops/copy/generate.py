@@ -74,7 +74,9 @@ class FormError(ErnieOpsError):
         zh = "、".join(FIELD_NAMES.get(k, k).split(" ", 1)[0] for k in self.problems)
         en = ", ".join(FIELD_NAMES.get(k, k).split(" ", 1)[-1] for k in self.problems)
         n = len(self.problems)
-        super().__init__(f"表单有 {n} 项需要修改（{zh}），见各项下方的说明。 / The form has {n} field(s) to fix ({en}); see the note under each.")
+        super().__init__(
+            f"表单有 {n} 项需要修改（{zh}），见各项下方的说明。 / The form has {n} field(s) to fix ({en}); see the note under each."
+        )
 
 
 def _text(values: Mapping[str, object], name: str, problems: dict[str, str], *, required: bool = False) -> str:
@@ -209,26 +211,28 @@ def angle(index: int) -> tuple[str, str]:
 
 
 def user_message(req: CopyRequest, index: int, rules: Rules) -> str:
-    """The facts, the limit, the words to avoid, this post's angle, and the JSON to answer with."""
+    """The rules first (the same for every post of a batch: vLLM's prefix cache then serves that part of the
+    prompt from the first request on), then this post's angle, then the product's facts."""
     zh_angle, en_angle = angle(index)
     lines = [
-        f"请为下面的产品写 1 条营销文案（共 {req.posts} 条中的第 {index} 条）。 / Write 1 marketing post (post {index} of {req.posts}).",
-        f"产品 / Product: {req.product}",
+        "请为下面的产品写 1 条营销文案。 / Write 1 marketing post for the product below.",
+        f"字数 / Length: 不超过 {rules.max_chars} 个字，每个汉字、标点、emoji、空格各算 1 个字。"
+        f" / At most {rules.max_chars} characters; each CJK character, punctuation mark, emoji and space counts as 1.",
     ]
+    if rules.forbidden_words:
+        lines.append(f"不要使用这些绝对化用语 / Do not use these absolute claims: {'、'.join(rules.forbidden_words)}")
+    lines.append('只输出 JSON / Answer only with JSON: {"posts": ["文案 / the post"]}')
+    lines.append(
+        f"这是共 {req.posts} 条中的第 {index} 条，角度 / Post {index} of {req.posts}, angle: {zh_angle} / {en_angle}"
+        "（与其他几条不同 / different from the others）"
+    )
+    lines.append(f"产品 / Product: {req.product}")
     if req.selling_points:
         lines.append(f"卖点 / Selling points: {req.selling_points}")
     if req.audience:
         lines.append(f"目标人群 / Audience: {req.audience}")
     if req.tone:
         lines.append(f"语气 / Tone: {req.tone}")
-    lines.append(f"这一条的角度 / Angle of this post: {zh_angle} / {en_angle}（与其他几条不同 / different from the others）")
-    lines.append(
-        f"字数 / Length: 不超过 {rules.max_chars} 个字，每个汉字、标点、emoji、空格各算 1 个字。"
-        f" / At most {rules.max_chars} characters; each CJK character, punctuation mark, emoji and space counts as 1."
-    )
-    if rules.forbidden_words:
-        lines.append(f"不要使用这些绝对化用语 / Do not use these absolute claims: {'、'.join(rules.forbidden_words)}")
-    lines.append('只输出 JSON / Answer only with JSON: {"posts": ["文案 / the post"]}')
     return "\n".join(lines)
 
 
