@@ -38,7 +38,6 @@ from ernie_ops.chat.client import GatewayClient, ReplyStats, Timeouts
 from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchSummary, run_batch
-from ernie_ops.copy.commands import MAX_REQUESTS_IN_FLIGHT
 from ernie_ops.copy.generate import DEFAULT_SYSTEM_PROMPT, CopyRequest, CopyWriter, build_messages
 from tests.conftest import CACHE, free_port, write_config
 from tests.harness import nginx, serve_proc, tiny_model
@@ -97,7 +96,7 @@ class Counting:
 async def batch_level(url: str, model: str, read: batch_io.Read, out: Path, cfg: CopyConfig, c: int, budget: float):
     client = GatewayClient(url, model, Timeouts(connect=5, read=120, reply=600))
     counting = Counting(client)
-    writer = CopyWriter(client, cfg, DEFAULT_SYSTEM_PROMPT, complete=counting, max_in_flight=MAX_REQUESTS_IN_FLIGHT)
+    writer = CopyWriter(client, cfg, DEFAULT_SYSTEM_PROMPT, complete=counting)
     t0 = time.perf_counter()
     task = asyncio.ensure_future(run_batch(read, out, writer, cfg, concurrency=c))
     try:

@@ -22,9 +22,6 @@ from pathlib import Path
 
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, UsageError
 
-# httpx's default pool is 100 connections; more requests at once would wait for one and fail as a pool timeout.
-MAX_REQUESTS_IN_FLIGHT = 96
-
 
 def _bounded(name: str, low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
@@ -124,7 +121,7 @@ async def _run(cfg, mcfg, read, output_path: Path, concurrency: int, quiet: bool
         api_key=os.environ.get("ERNIE_OPS_API_KEY") or None,
         extra_body=chat.extra_body,
     )
-    writer = CopyWriter(client, mcfg, system_prompt(cfg), max_in_flight=MAX_REQUESTS_IN_FLIGHT)
+    writer = CopyWriter(client, mcfg, system_prompt(cfg))  # at most DEFAULT_MAX_IN_FLIGHT requests at once
     try:
         if sys.stderr.isatty() and not quiet:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

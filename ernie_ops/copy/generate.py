@@ -36,6 +36,9 @@ POSTS_RANGE = (1, 10)
 MAX_CHARS_RANGE = (5, 2000)
 MAX_FIELD_CHARS = 1000  # a form field longer than this is refused: it would crowd the prompt out
 UNUSABLE_FLAG = "unusable"
+# A writer's requests at once: below httpx's default pool of 100 connections (GatewayClient's), since a request
+# waiting longer than the pool timeout for a connection fails as a timeout. A batch of 8 rows x 20 posts would.
+DEFAULT_MAX_IN_FLIGHT = 96
 
 DEFAULT_SYSTEM_PROMPT = (
     "你是一名资深电商文案策划，文案简短、有画面感，不夸大、不使用绝对化用语（最、第一、国家级等）。\n"
@@ -312,10 +315,10 @@ class CopyWriter:
         cfg: CopyConfig,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         complete: Complete | None = None,
-        max_in_flight: int | None = None,
+        max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
     ):
         self.cfg = cfg
-        # at most this many requests at once (a batch: below the HTTP client's connection pool), None: no bound
+        # at most this many requests at once (see DEFAULT_MAX_IN_FLIGHT), None: no bound
         self._slots = asyncio.Semaphore(max_in_flight) if max_in_flight else None
         self.system_prompt = system_prompt
         self.words = cfg.rules().forbidden_words

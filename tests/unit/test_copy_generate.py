@@ -262,3 +262,11 @@ def test_a_raw_control_character_inside_the_post_still_parses():
     script = Scripted('{"posts": ["保温杯\t暖"]}')
     post = run(writer(script).post(REQ, 1))
     assert post.text == "保温杯\t暖" and post.ok and post.unusable is None
+
+
+def test_a_writer_bounds_its_requests_by_default_below_the_connection_pool():
+    # 8 rows x 20 posts (batch_io allows 20 a row) would be 160 requests: over httpx's pool of 100 connections
+    script = Scripted(default=answer("好杯"))
+    w = CopyWriter(None, CopyConfig(), "S", complete=script)
+    run(w.posts(CopyRequest("杯", "", "", posts=generate.DEFAULT_MAX_IN_FLIGHT + 10)))
+    assert script.peak == generate.DEFAULT_MAX_IN_FLIGHT < 100
