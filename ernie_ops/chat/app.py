@@ -17,7 +17,7 @@ from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, Spontaneo
 
 from ernie_ops import config
 from ernie_ops.chat import history, users
-from ernie_ops.chat.client import GatewayClient, Timeouts
+from ernie_ops.chat.client import GatewayClient
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.copy_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
@@ -30,13 +30,7 @@ CHAT = CFG.chat
 SCENARIOS = {s.name: s for s in CHAT.effective_scenarios()}
 DEFAULT = CHAT.default_scenario or next(iter(SCENARIOS))
 BUDGET = history.Budget(CFG.vllm.max_model_len, CHAT.max_tokens, CHAT.margin_tokens)
-CLIENT = GatewayClient(
-    CFG.chat_gateway_url(),
-    CFG.model.served_name,
-    Timeouts(CHAT.connect_timeout_seconds, CHAT.read_timeout_seconds, CHAT.reply_timeout_seconds),
-    api_key=os.environ.get("ERNIE_OPS_API_KEY") or None,
-    extra_body=CHAT.extra_body,
-)
+CLIENT = GatewayClient.from_config(CFG, os.environ)
 COUNTER = history.TokenizeCounter(CLIENT.http, CLIENT.base_url, CFG.model.served_name, timeout=CHAT.connect_timeout_seconds * 2)
 log.info("chat app: gateway %s, model %s, scenarios: %s", CLIENT.base_url, CFG.model.served_name, ", ".join(SCENARIOS))
 DOCS = CHAT.docs

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -95,6 +95,19 @@ class GatewayClient:
         self.base_url, self.model, self.timeouts = base_url.rstrip("/"), model, timeouts
         self.extra_body = dict(extra_body or {})
         self.http = httpx.AsyncClient(timeout=timeouts.httpx(), headers=headers)
+
+    @classmethod
+    def from_config(cls, cfg, env: Mapping[str, str]) -> GatewayClient:
+        """The chat section's gateway (never a fixed instance), model and timeouts; the API key from the
+        environment (ERNIE_OPS_API_KEY, the chat unit's EnvironmentFile), never the YAML."""
+        chat = cfg.chat
+        return cls(
+            cfg.chat_gateway_url(),
+            cfg.model.served_name,
+            Timeouts(chat.connect_timeout_seconds, chat.read_timeout_seconds, chat.reply_timeout_seconds),
+            api_key=env.get("ERNIE_OPS_API_KEY") or None,
+            extra_body=chat.extra_body,
+        )
 
     async def aclose(self) -> None:
         await self.http.aclose()

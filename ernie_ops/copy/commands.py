@@ -108,19 +108,12 @@ def cmd_copy_batch(args: argparse.Namespace) -> int:
 
 
 async def _run(cfg, mcfg, read, output_path: Path, concurrency: int, quiet: bool):
-    from ernie_ops.chat.client import GatewayClient, Timeouts
+    from ernie_ops.chat.client import GatewayClient
     from ernie_ops.cli import err_console
     from ernie_ops.copy.batch import run_batch
     from ernie_ops.copy.generate import CopyWriter
 
-    chat = cfg.chat
-    client = GatewayClient(
-        cfg.chat_gateway_url(),
-        cfg.model.served_name,
-        Timeouts(chat.connect_timeout_seconds, chat.read_timeout_seconds, chat.reply_timeout_seconds),
-        api_key=os.environ.get("ERNIE_OPS_API_KEY") or None,
-        extra_body=chat.extra_body,
-    )
+    client = GatewayClient.from_config(cfg, os.environ)
     writer = CopyWriter(client, mcfg, system_prompt(cfg))  # at most DEFAULT_MAX_IN_FLIGHT requests at once
     try:
         if sys.stderr.isatty() and not quiet:

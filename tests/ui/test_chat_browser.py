@@ -359,8 +359,7 @@ def _hr_export(sb) -> None:
     start = sb.run(["date", "-d", "+7 days", "+%Y-%m-%d"]).stdout.strip()
     sb.write(
         "/etc/ernie-ops/hr-export.csv",
-        "user_name,employee_number,display_name,department,title,manager,start_date\n"
-        f"{USER},E1001,Alice Wang,研发部,SRE,Bob Li,{start}\n",
+        f"user_name,employee_number,display_name,department,title,manager,start_date\n{USER},E1001,Alice Wang,研发部,SRE,Bob Li,{start}\n",
         mode="0644",
     )
 

@@ -49,3 +49,18 @@ def test_batch_report_counts_and_lists_skipped_rows_by_number():
     assert "模型服务出错的行没有文案" in text
     clean = cards.batch_report("a.xlsx", Read(rows=[], problems=[], encoding=None, format="xlsx"), BatchSummary(output="o", generated=2))
     assert "\n" not in clean and "2 行已生成" in clean  # nothing failed, nothing skipped: one line
+
+
+def test_the_chat_app_and_the_cli_reach_the_configured_gateway_with_the_key_from_the_environment():
+    import asyncio
+
+    from ernie_ops.chat.client import GatewayClient
+
+    cfg = config.parse("gateway: {url: 'http://127.0.0.1:8080'}\nchat: {read_timeout_seconds: 7, extra_body: {top_p: 0.8}}\n")
+    client = GatewayClient.from_config(cfg, {"ERNIE_OPS_API_KEY": "k-123"})
+    try:
+        assert client.base_url == "http://127.0.0.1:8080" and client.timeouts.read == 7 and client.extra_body == {"top_p": 0.8}
+        assert client.http.headers["Authorization"] == "Bearer k-123"
+        assert "Authorization" not in GatewayClient.from_config(cfg, {}).http.headers  # no key: no header, never from YAML
+    finally:
+        asyncio.run(client.aclose())
