@@ -101,8 +101,8 @@ def test_the_regeneration_counter_counts_real_retries(url, quote_bias):
     posts, spy, writer = asyncio.run(go())
     assert writer.stats.requests == len(spy.raw) == sum(p.attempts for p in posts)
     assert writer.stats.regenerations == writer.stats.requests - 2 >= 1
-    for p in posts:
-        assert p.attempts == (1 if p.ok else 3)
+    for p in posts:  # an ok post stopped at the try that passed (a 1-character post can pass on a retry); a failing one used all 3
+        assert 1 <= p.attempts <= 3 if p.ok else p.attempts == 3, p
         if not p.ok:
             assert any(f.startswith("too_long:") or f == "unusable" for f in p.flags)
 
