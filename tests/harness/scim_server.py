@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,6 +114,9 @@ def write_schema_files(venv: Path, work: Path) -> tuple[Path, Path]:
     schema_file.write_text(json.dumps(schemas))
     types_file.write_text(json.dumps(types))
     return schema_file, types_file
+
+
+TEST_TOKEN = "test-token-" + uuid.uuid4().hex  # the bearer token of the tests' server, one per run
 
 
 @dataclass

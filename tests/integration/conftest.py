@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port, write_config
-from tests.harness import nginx, serve_proc
+from tests.harness import nginx, scim_server, serve_proc
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,6 +26,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return  # not one contiguous run (e.g. a hand-picked order): leave it
     shared = [i for i in mine if "served_gateway" in getattr(i, "fixturenames", ())]
     items[first : first + len(mine)] = [i for i in mine if i not in shared] + shared
+
+
+@pytest.fixture(scope="package")
+def scim() -> scim_server.ScimServer:
+    """One real scim2-server for the HR and onboarding modules (each test seeds users with unique names)."""
+    work = Path(tempfile.mkdtemp(prefix="eo-scim-", dir="/var/tmp"))
+    srv = scim_server.start(work, free_port(), scim_server.TEST_TOKEN)
+    yield srv
+    srv.stop()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass

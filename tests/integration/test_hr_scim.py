@@ -5,33 +5,25 @@ cannot be made slow on demand."""
 
 from __future__ import annotations
 
-import shutil
 import socket
-import tempfile
 import uuid
 from datetime import date
-from pathlib import Path
 
 import pytest
 
 from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
-from tests.conftest import free_port
 from tests.harness import scim_server
 from tests.harness.fault_server import FaultServer
 
-TOKEN = "test-token-" + uuid.uuid4().hex
+TOKEN = scim_server.TEST_TOKEN  # the package fixture `scim` serves with it
 TODAY = date(2026, 12, 2)
 START_ATTR = f"{scim_server.HR_SCHEMA}:startDate"
 
 
-@pytest.fixture(scope="module")
-def server():
-    work = Path(tempfile.mkdtemp(prefix="eo-scim-", dir="/var/tmp"))
-    srv = scim_server.start(work, free_port(), TOKEN)
-    yield srv
-    srv.stop()
-    shutil.rmtree(work, ignore_errors=True)
+@pytest.fixture
+def server(scim):
+    return scim  # the package's one scim2-server (tests/integration/conftest.py)
 
 
 def _user(user_name: str, employee_number: str, department: str | None = "研发部", start: str = "2026-12-07") -> dict:

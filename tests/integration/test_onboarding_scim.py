@@ -8,10 +8,8 @@ STUB (tests/harness/fault_server.py, 'hang'): a real SCIM server cannot be made 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import sqlite3
-import tempfile
 import uuid
 from datetime import date
 from pathlib import Path
@@ -24,12 +22,11 @@ from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.plan import Facts, build_plan, fallback_welcome, foreign_links
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder, welcome_writer
-from tests.conftest import free_port
 from tests.harness import scim_server
 from tests.harness.fault_server import FaultServer
 from tests.harness.tiny_model import SERVED_NAME
 
-TOKEN = "test-token-" + uuid.uuid4().hex
+TOKEN = scim_server.TEST_TOKEN  # the package fixture `scim` serves with it
 TOKEN_ENV = "EO_TEST_HR_TOKEN"
 TODAY = date(2026, 12, 2)
 PERSONA = "你是公司的新员工入职助手，语气友好、简洁。"
@@ -48,15 +45,6 @@ TEMPLATES = {
         "市场部": {"tasks": ["熟悉品牌手册"]},
     },
 }
-
-
-@pytest.fixture(scope="module")
-def scim():
-    work = Path(tempfile.mkdtemp(prefix="eo-onb-", dir="/var/tmp"))
-    srv = scim_server.start(work, free_port(), TOKEN)
-    yield srv
-    srv.stop()
-    shutil.rmtree(work, ignore_errors=True)
 
 
 def _unique(prefix: str) -> str:
