@@ -40,7 +40,7 @@ def build_onboarding(cfg: OnboardingConfig, client: GatewayClient, system_prompt
         push_log = PushLog(cfg.push_log)
     except ErnieOpsError as exc:
         log.error("onboarding: not available: %s", exc)
-        return OnboardingTool(None, str(exc))
+        return OnboardingTool(None)
     for warning in push_log.warnings:
         log.warning("onboarding: %s", warning)
     find = finder(connector, cfg.hr.lookup)
@@ -48,8 +48,8 @@ def build_onboarding(cfg: OnboardingConfig, client: GatewayClient, system_prompt
 
 
 class OnboardingTool:
-    def __init__(self, service: Onboarding | None, problem: str | None = None):
-        self.service, self.problem = service, problem  # problem: why the service could not be built (logged at start)
+    def __init__(self, service: Onboarding | None):
+        self.service = service  # None: it could not be built (the journal says why, at start)
 
     async def start(self, login: str) -> None:
         if self.service is None:
