@@ -161,9 +161,11 @@ class Host:
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         if self.cutover is not None:
             return self.cutover(cfg, target, start_timeout)
-        from ernie_ops import cutover
+        from ernie_ops import cutover, rollout
 
-        return cutover.Cutover(cfg, target, timeouts=cutover.Timeouts(start=start_timeout)).run().as_dict()
+        co = cfg.cutover  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
+        plan = rollout.Plan(list(co.canary_steps), co.bake_seconds, co.sticky)
+        return cutover.Cutover(cfg, target, timeouts=cutover.Timeouts(start=start_timeout), plan=plan).run().as_dict()
 
 
 @dataclass

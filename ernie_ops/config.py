@@ -122,6 +122,10 @@ class GatewayConfig(_Section):
     upstream_file: str = "/etc/nginx/ernie-ops/upstream.conf"
     nginx_binary: str = "/usr/sbin/nginx"
     nginx_args: list[str] = Field(default_factory=list)
+    access_log: str | None = Field(
+        "/var/log/nginx/ernie-ops.access.log",
+        description="the gateway's access log (format ernie_ops): per-instance outcomes for the canary gate; null: vLLM's counters only",
+    )
 
 
 class HealthConfig(_Section):
@@ -132,6 +136,52 @@ class HealthConfig(_Section):
     smoke_prompt: str = Field("Hello", min_length=1)
     smoke_max_tokens: int = Field(1, ge=1, le=64)
     smoke_timeout_seconds: float = Field(60.0, gt=0.0, le=3600.0)
+
+
+class SloConfig(_Section):
+    """What a canary (or a baking new instance) must keep, judged per instance from deltas of its own counters
+    and histograms in the same window as the baseline's. A quantile limit is judged as a share: "p99 <= T" holds
+    when at most 1% of requests took longer than T, and that share is bounded (binomial, `confidence`) before
+    a verdict, so a handful of requests is "inconclusive", never "pass"."""
+
+    max_error_rate: float = Field(0.01, gt=0.0, lt=1.0, description="failed share of requests (gateway 5xx, vLLM error/abort)")
+    ttft_quantile: float = Field(0.99, ge=0.5, lt=1.0, description="which time-to-first-token quantile is judged")
+    ttft_seconds: float | None = Field(2.0, gt=0.0, le=600.0, description="its absolute limit; null: against the baseline only")
+    itl_quantile: float = Field(0.99, ge=0.5, lt=1.0, description="which inter-token latency quantile is judged")
+    itl_seconds: float | None = Field(0.5, gt=0.0, le=60.0, description="its absolute limit; null: against the baseline only")
+    max_ratio: float = Field(1.5, ge=1.0, le=100.0, description="a canary's quantile may be this many times the baseline's")
+    ratio_floor_seconds: float = Field(0.05, ge=0.0, le=60.0, description="below this a slower canary is not judged slower")
+    confidence: float = Field(0.95, ge=0.5, le=0.999, description="of the bounds on error and slow-request shares")
+
+
+class CutoverConfig(_Section):
+    """`ernie-ops cutover`: bake window and canary steps (each overridable on the command line)."""
+
+    bake_seconds: float = Field(
+        0.0, ge=0.0, le=7 * 86400, description="watch the new instance this long with the old one warm; 0: none; 600 recommended"
+    )
+    canary_steps: list[int] = Field(default_factory=list, description="percent of traffic on the new instance per step, e.g. [5, 25, 50]")
+    sticky: Literal["none", "api_key", "client"] = Field(
+        "none", description="during canary steps, keep a client on one side: by API key (else address), or by address"
+    )
+    step_min_seconds: float = Field(60.0, ge=0.0, le=86400.0, description="each step is held at least this long")
+    step_min_requests: int = Field(100, ge=1, le=10_000_000, description="and until the canary has served this many")
+    step_max_seconds: float = Field(900.0, gt=0.0, le=7 * 86400, description="a step still inconclusive after this is rolled back")
+    interval_seconds: float = Field(1.0, ge=0.1, le=60.0, description="how often both instances are measured and judged")
+    window_seconds: float = Field(30.0, ge=0.5, le=3600.0, description="the recent window a breach is looked for in")
+    synthetic_rps: float = Field(2.0, ge=0.0, le=100.0, description="own requests per second to each side while it has too few; 0: none")
+    synthetic_max_tokens: int = Field(16, ge=2, le=256, description="tokens per synthetic request (two or more: inter-token latency)")
+    slo: SloConfig = Field(default_factory=SloConfig)
+
+    @field_validator("canary_steps")
+    @classmethod
+    def _steps_rise(cls, steps: list[int]) -> list[int]:
+        for a, b in zip([0, *steps], steps, strict=False):
+            if not 0 < b < 100:
+                raise ValueError(f"step {b}% is not between 1 and 99 (100% comes after the last step by itself)")
+            if b <= a:
+                raise ValueError(f"steps must rise: {b}% after {a}%")
+        return steps
 
 
 class ChatFieldConfig(_Section):
@@ -386,6 +436,7 @@ class Config(_Section):
     paths: PathsConfig = Field(default_factory=PathsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    cutover: CutoverConfig = Field(default_factory=CutoverConfig)
     chat: ChatConfig = Field(default_factory=ChatConfig)
 
     @field_validator("instances")
@@ -457,6 +508,22 @@ def parse(text: str, source: str = "<string>") -> Config:
 def _cross_checks(cfg: Config, lines: dict[tuple, int] | None = None) -> list[tuple[tuple, str]]:
     """Rules that span fields or sections, as (key path, message): pydantic checks one field at a time."""
     out: list[tuple[tuple, str]] = _core_checks(cfg, lines or {})
+    co = cfg.cutover
+    if co.step_max_seconds < co.step_min_seconds:
+        out.append(
+            (
+                ("cutover", "step_max_seconds"),
+                f"{co.step_max_seconds:g} is below step_min_seconds {co.step_min_seconds:g}; no step could pass",
+            )
+        )
+    if co.window_seconds < 2 * co.interval_seconds:
+        out.append(
+            (
+                ("cutover", "window_seconds"),
+                f"{co.window_seconds:g} s holds fewer than two measurements at interval_seconds {co.interval_seconds:g}; "
+                f"make it at least {2 * co.interval_seconds:g}",
+            )
+        )
     chat = cfg.chat
     room = cfg.vllm.max_model_len - chat.max_tokens - chat.margin_tokens
     if room < 16:

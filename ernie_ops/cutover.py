@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ernie_ops import state, systemd
+from ernie_ops import rollout, rollout_file, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
 from ernie_ops.hostops import HostOps, RealHost
@@ -86,6 +86,9 @@ class Cutover:
         on_step: Callable[[Step], None] | None = None,
         kind: str = "cutover",
         host: HostOps | None = None,
+        plan: rollout.Plan | None = None,
+        action: str | None = None,
+        meter_factory: Callable | None = None,
     ):
         self.cfg = cfg
         self.target = target
@@ -98,6 +101,9 @@ class Cutover:
         self.host: HostOps = host if host is not None else self._own_host
         self.state_dir = Path(cfg.paths.state_dir)
         self.result = CutoverResult(target=target, source=source)
+        self.plan = plan or rollout.Plan([], 0.0)
+        self.action = action  # promote | abort: end the rollout in progress (no watcher runs it now)
+        self.meter_factory = meter_factory
 
     # -- step bookkeeping ------------------------------------------------------------------
     def _step(self, name: str, fn: Callable[[], str]) -> None:
@@ -125,6 +131,11 @@ class Cutover:
 
     def _run_locked(self) -> CutoverResult:
         r = self.result
+        pending = rollout_file.load(self.state_dir)
+        if pending is not None:
+            return self._take_over(pending)
+        if self.action is not None:
+            raise UsageError(f"no canary or bake window is in progress: nothing to {self.action}")
         active = self.host.active_port()
         source = self.source_arg if self.source_arg is not None else active
         r.source = source
@@ -152,6 +163,10 @@ class Cutover:
             self._undo_step("undo: stop new", lambda: self._stop(self.target))
             return self._fail("aborted", exc)
 
+        if self.plan.watched and source is not None:
+            record = rollout.start_record(self, source, self.plan)
+            return rollout.Watch(self, record, self.meter_factory).run()
+
         previous_upstream = self.host.read_upstream()
         try:
             self._step("switch", self._switch)
@@ -168,6 +183,25 @@ class Cutover:
             self._retire(source)
         self._record()
         return r
+
+    def _take_over(self, pending: rollout_file.Rollout) -> CutoverResult:
+        """A rollout file is there and this process holds the lock: its watcher is gone (killed). End it as
+        asked (--promote / --abort), or resume it where it stands when the same target is asked for again."""
+        self.result.source = pending.source
+        watch = rollout.Watch(self, pending, self.meter_factory)
+        alive = f"pid {pending.pid}" + ("" if pending.watcher_alive() else " (gone)")
+        if self.action == "abort":
+            return watch._roll_back(f"aborted by `ernie-ops {self.kind} --abort` ({pending.describe()}, left by {alive})")
+        if self.action == "promote":
+            watch.decide("take over", f"{pending.describe()}, left by {alive}: promoting as asked")
+            return watch._end_early("promote")
+        if self.target != pending.target:
+            raise UsageError(
+                f"a rollout to {pending.target} is in progress ({pending.describe()}); resume it with "
+                f"`ernie-ops cutover {pending.target}`, or end it with `ernie-ops cutover --abort` / `--promote`"
+            )
+        watch.decide("take over", f"{pending.describe()}, left by {alive}: resuming")
+        return watch.run()
 
     def _fail(self, outcome: str, exc: Exception) -> CutoverResult:
         r = self.result
@@ -234,9 +268,10 @@ class Cutover:
         self.host.switch(self.target)
         return f"upstream -> 127.0.0.1:{self.target}, nginx -t ok, reloaded"
 
-    def _verify(self) -> str:
+    def _verify(self, port: int | None = None) -> str:
         """The gateway answers from the target several times in a row (old workers may answer briefly)."""
-        want, streak, seen = f":{self.target}", 0, []
+        port = self.target if port is None else port
+        want, streak, seen = f":{port}", 0, []
         deadline = self.host.monotonic() + self.t.verify
         while self.host.monotonic() < deadline:
             answer = self.host.gateway_health()
@@ -247,9 +282,9 @@ class Cutover:
                 seen.append(upstream)
                 streak = streak + 1 if status == 200 and upstream.endswith(want) else 0
             if streak >= 3:
-                return f"gateway /health served by 127.0.0.1:{self.target}"
+                return f"gateway /health served by 127.0.0.1:{port}"
             self.host.sleep(0.05)
-        raise CutoverFailed(f"gateway did not route to {self.target} within {self.t.verify:.0f}s (last upstreams: {seen[-3:]})")
+        raise CutoverFailed(f"gateway did not route to {port} within {self.t.verify:.0f}s (last upstreams: {seen[-3:]})")
 
     def _drain(self, port: int) -> str:
         deadline = self.host.monotonic() + self.t.drain
@@ -294,7 +329,7 @@ class Cutover:
         self.host.stop(port, timeout=self.t.stop)
         return f"{systemd.unit_name(port)} stopped"
 
-    def _record(self) -> None:
+    def _record(self, extra: dict | None = None) -> None:
         r = self.result
         entry = {
             "kind": self.kind,
@@ -303,6 +338,7 @@ class Cutover:
             "outcome": r.outcome,
             "error": r.error,
             "steps": {s.name: round(s.seconds, 3) for s in r.steps},
+            **(extra or {}),
         }
         try:
             if r.ok:
@@ -364,7 +400,10 @@ class Cutover:
 
 
 def rollback(cfg: Config, **kwargs: object) -> CutoverResult:
-    """Back to the previous instance (from the state file, else the one other running instance)."""
+    """Back to the previous instance (from the state file, else the one other running instance); during a
+    canary or bake window: its abort (back to the instance it started from)."""
+    if rollout_file.load(Path(cfg.paths.state_dir)) is not None:
+        return end_rollout(cfg, "abort", kind="rollback", **kwargs)
     host = kwargs.get("host")
     active = host.active_port() if host is not None else RealHost(cfg).active_port()
     previous = state.load(Path(cfg.paths.state_dir)).previous_port
@@ -374,3 +413,32 @@ def rollback(cfg: Config, **kwargs: object) -> CutoverResult:
             raise UsageError(f"no previous port recorded and {len(others)} candidates {others}; name one: ernie-ops cutover PORT")
         previous = others[0]
     return Cutover(cfg, previous, kind="rollback", **kwargs).run()
+
+
+def end_rollout(cfg: Config, action: str, wait_seconds: float = 300.0, **kwargs: object) -> CutoverResult:
+    """`--promote` / `--abort`: end the canary or bake window in progress. Its watcher, if alive, is asked (it acts
+    at its next evaluation) and this waits for the outcome; with no watcher (killed), this process ends it."""
+    state_dir = Path(cfg.paths.state_dir)
+    pending = rollout_file.load(state_dir)
+    if pending is None:
+        raise UsageError(f"no canary or bake window is in progress: nothing to {action}")
+    try:
+        return Cutover(cfg, pending.target, action=action, **kwargs).run()
+    except state.LockHeld:
+        if not pending.watcher_alive():
+            raise
+    rollout_file.request(state_dir, action)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline and rollout_file.load(state_dir) is not None:
+        time.sleep(0.2)
+    if rollout_file.load(state_dir) is not None:
+        raise CutoverFailed(
+            f"the cutover watching the rollout (pid {pending.pid}) did not act on --{action} within {wait_seconds:.0f}s; "
+            "check `ernie-ops status`"
+        )
+    last = state.load(state_dir).history[-1]
+    done = CutoverResult(target=pending.target, source=pending.source, outcome=last.get("outcome", "?"))
+    done.ok = done.outcome == (rollout.PROMOTED if action == "promote" else rollout.ROLLED_BACK)
+    done.error = None if done.ok else last.get("error")
+    done.traffic = pending.target if done.outcome == rollout.PROMOTED else pending.source
+    return done

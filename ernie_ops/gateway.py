@@ -33,6 +33,22 @@ class GatewayError(ErnieOpsError):
     """nginx refused a config or a reload; carries nginx's own message."""
 
 
+STICKY_KEYS = {"api_key": "$ernie_sticky_key", "client": "$binary_remote_addr"}  # $ernie_sticky_key: nginx/ernie-ops.conf
+
+
+def render_split(source: int, target: int, percent: int, sticky: str = "none") -> str:
+    """A canary step: `percent` of requests to `target`, the rest to `source`. The shared `zone` makes every
+    worker follow one set of weights (without it each worker balances its own share of connections);
+    `hash ... consistent` (sticky) keeps a key on one side, and moves few keys when the weights change."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = [HEADER, f"# canary since {stamp}: {target} at {percent}%, {source} at {100 - percent}%\n", "zone ernie_vllm 256k;\n"]
+    if sticky != "none":
+        lines.append(f"hash {STICKY_KEYS[sticky]} consistent;\n")
+    lines.append(f"server 127.0.0.1:{source} weight={100 - percent} max_fails=0;\n")
+    lines.append(f"server 127.0.0.1:{target} weight={percent} max_fails=0;\n")
+    return "".join(lines)
+
+
 def render_upstream(port: int, previous: int | None = None) -> str:
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     note = f"# active since {stamp}" + (f" (previous: {previous})" if previous else "") + "\n"
@@ -104,7 +120,24 @@ def systemd_master(pid_file: Path, unit: str = NGINX_UNIT) -> int | None:
 
 def parse_ports(text: str) -> list[int]:
     """Ports of the active (non-backup, non-down) server lines."""
-    return [int(m.group(1)) for m in SERVER_LINE.finditer(text) if not re.search(r"\b(backup|down)\b", m.group(2))]
+    return list(parse_weights(text))
+
+
+def parse_weights(text: str) -> dict[int, int]:
+    """Port -> weight of the active server lines (weight 1 when not given)."""
+    out = {}
+    for m in SERVER_LINE.finditer(text):
+        if re.search(r"\b(backup|down)\b", m.group(2)):
+            continue
+        w = re.search(r"\bweight=(\d+)", m.group(2))
+        out[int(m.group(1))] = int(w.group(1)) if w else 1
+    return out
+
+
+def shares(weights: dict[int, int]) -> dict[int, float]:
+    """Port -> share of traffic (0-100) from weights."""
+    total = sum(weights.values()) or 1
+    return {p: 100.0 * w / total for p, w in weights.items()}
 
 
 class Gateway:
@@ -122,11 +155,18 @@ class Gateway:
     def active_port(self) -> int | None:
         return self.single_port(self.read_upstream())
 
+    def weights(self) -> dict[int, int]:
+        return parse_weights(self.read_upstream())
+
     def single_port(self, text: str) -> int | None:
-        ports = parse_ports(text)
-        if len(ports) > 1:
-            raise GatewayError(f"{self.upstream} routes to several ports {ports}; ernie-ops writes exactly one")
-        return ports[0] if ports else None
+        weights = parse_weights(text)
+        if len(weights) > 1:
+            split = ", ".join(f"{p} {s:.0f}%" for p, s in shares(weights).items())
+            raise GatewayError(
+                f"{self.upstream} splits traffic ({split}): a canary rollout is under way or was interrupted; "
+                "see `ernie-ops status`, then finish it (`ernie-ops cutover --promote`) or end it (`ernie-ops cutover --abort`)"
+            )
+        return next(iter(weights), None)
 
     # -- nginx -----------------------------------------------------------------------------
     def _nginx(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -199,9 +239,18 @@ class Gateway:
             os.close(dir_fd)
 
     def switch(self, port: int) -> None:
-        """Route to `port`: write, `nginx -t`, reload. On any failure the previous file is back in place."""
+        """All traffic to `port` (from one port or a canary split)."""
+        ports = parse_ports(self.read_upstream())
+        self._replace(render_upstream(port, ports[0] if len(ports) == 1 and ports[0] != port else None))
+
+    def split(self, source: int, target: int, percent: int, sticky: str = "none") -> None:
+        """A canary step: `percent` of requests to `target` (`render_split`)."""
+        self._replace(render_split(source, target, percent, sticky))
+
+    def _replace(self, text: str) -> None:
+        """Write, `nginx -t`, reload. On any failure the previous file is back in place."""
         previous_text = self.read_upstream()
-        self.write_upstream(render_upstream(port, self.single_port(previous_text)))
+        self.write_upstream(text)
         try:
             self.apply()
         except BaseException:

@@ -50,6 +50,9 @@ class HostOps(Protocol):
     def switch(self, port: int) -> None:
         """Route to `port` (write, -t, reload); on failure the previous upstream is back on disk."""
 
+    def split(self, source: int, target: int, percent: int, sticky: str) -> None:
+        """A canary step: `percent` of requests to `target` (write, -t, reload); on failure the previous upstream is back."""
+
     def restore(self, text: str) -> None:
         """Put a previous upstream back and reload."""
 
@@ -71,6 +74,9 @@ class HostOps(Protocol):
 
     # time
     def monotonic(self) -> float: ...
+
+    def wall(self) -> float:
+        """Seconds since the epoch: a bake window's end outlives the process that set it."""
 
     def sleep(self, seconds: float) -> None: ...
 
@@ -167,6 +173,9 @@ class RealHost:
     def switch(self, port: int) -> None:
         self.gw.switch(port)
 
+    def split(self, source: int, target: int, percent: int, sticky: str) -> None:
+        self.gw.split(source, target, percent, sticky)
+
     def restore(self, text: str) -> None:
         self.gw.restore(text)
 
@@ -194,6 +203,9 @@ class RealHost:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

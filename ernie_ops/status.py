@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
 
-from ernie_ops import metrics, ports, probe, state, systemd
+from ernie_ops import gateway, metrics, ports, probe, rollout_file, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
@@ -41,6 +42,8 @@ class Status:
     last_change: dict | None = None
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # not about serving (e.g. a corrupt state file): ok stays true
+    split: dict[int, float] = field(default_factory=dict)  # port -> % of traffic, during a canary step
+    rollout: dict | None = None  # the canary/bake in progress (rollout_file): phase, live verdict, watcher
 
     @property
     def ok(self) -> bool:
@@ -93,9 +96,11 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
     gw = Gateway(cfg.gateway)
     problems: list[str] = []
     try:
-        routed = gw.active_port()
+        shares = gateway.shares(gw.weights())
     except ErnieOpsError as exc:
-        routed, problems = None, [str(exc)]
+        shares, problems = {}, [str(exc)]
+    routed = max(shares, key=lambda p: shares[p]) if shares else None  # during a canary step: the larger side
+    split = shares if len(shares) > 1 else {}
     live, code = None, None
     with httpx.Client(timeout=cfg.health.request_timeout_seconds) as client:
         try:
@@ -108,12 +113,13 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
         instances = []
         for i in cfg.instances:
             inst = _instance(cfg, i.port, routed, client, unit_state)
+            inst.routed = i.port in shares
             if inst.foreign:
                 problems.append(inst.error)
             instances.append(inst)
     if code is not None and code != 200:
         problems.append(f"gateway /health is {code}: the routed instance {routed} does not serve")
-    if live is not None and routed is not None and live != routed:
+    if live is not None and routed is not None and live != routed and not split:
         problems.append(f"nginx answers from {live} but the include names {routed}: a reload is pending (rerun the cutover)")
     for inst in instances:
         if inst.routed and not inst.healthy and not inst.foreign:
@@ -122,4 +128,49 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
             problems.append(f"{inst.port} does not serve {cfg.model.served_name}")
     saved = state.load(Path(cfg.paths.state_dir))
     last = saved.history[-1] if saved.history else None
-    return Status(cfg.gateway.url, routed, live, code, instances, last, problems, warnings=saved.warnings)
+    warnings = list(saved.warnings)
+    live_rollout = _rollout(Path(cfg.paths.state_dir), split, problems, warnings)
+    return Status(cfg.gateway.url, routed, live, code, instances, last, problems, warnings, split, live_rollout)
+
+
+def _rollout(state_dir: Path, split: dict[int, float], problems: list[str], warnings: list[str]) -> dict | None:
+    """The canary/bake in progress, and a problem when nobody watches it or traffic is split without one."""
+    try:
+        r = rollout_file.load(state_dir, keep_corrupt_aside=False)
+    except rollout_file.RolloutFileError as exc:
+        warnings.append(str(exc))
+        r = None
+    if r is None:
+        if split:
+            shares = ", ".join(f"{p} {s:.0f}%" for p, s in split.items())
+            problems.append(
+                f"the gateway splits traffic ({shares}) but no rollout is recorded, so nothing watches it; "
+                "route all of it to one instance: ernie-ops cutover PORT"
+            )
+        return None
+    alive = r.watcher_alive()
+    left = max(0.0, r.bake_until - time.time()) if r.phase == "bake" and r.bake_until else None
+    verdict = r.verdict or {}
+    out = {
+        "phase": r.phase,
+        "what": r.describe(),
+        "source": r.source,
+        "target": r.target,
+        "percent": r.percent,
+        "step": r.step + 1 if r.phase == "canary" else None,
+        "steps": r.steps,
+        "bake_left_seconds": None if left is None else round(left, 1),
+        "verdict": verdict.get("result"),
+        "verdict_detail": "; ".join(f"{c['name']}: {c['detail']}" for c in verdict.get("checks", []) if c.get("result") != "pass")
+        or (verdict.get("canary") or ""),
+        "verdict_age_seconds": None if r.verdict_at is None else round(time.time() - r.verdict_at, 1),
+        "watcher_pid": r.pid,
+        "watched": alive,
+    }
+    if not alive:
+        problems.append(
+            f"{r.describe()}, with nobody watching (the cutover, pid {r.pid}, is gone): nginx sends {r.percent}% to {r.target}; "
+            f"resume it with `ernie-ops cutover {r.target}`, or end it: `ernie-ops cutover --abort` (all back to {r.source}) "
+            f"or `--promote` (all to {r.target})"
+        )
+    return out

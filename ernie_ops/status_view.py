@@ -59,6 +59,8 @@ def table(st: Status) -> Table:
 
 def header(st: Status) -> Text:
     routed = "-" if st.routed_port is None else str(st.routed_port)
+    if st.split:
+        routed = " + ".join(f"{p} ({s:.0f}%)" for p, s in st.split.items())
     live = "" if st.live_port in (None, st.routed_port) else f" (nginx answers from {st.live_port})"
     code = "-" if st.gateway_health is None else str(st.gateway_health)
     return Text(f"gateway {st.gateway_url}  /health {code}  routed {routed}{live}")
@@ -71,9 +73,24 @@ def last_change(st: Status) -> Text | None:
     return Text(f"last change: {lc.get('at')} {lc.get('kind')} {lc.get('source')} -> {lc.get('target')}: {lc.get('outcome')}")
 
 
+def rollout(st: Status) -> Text | None:
+    r = st.rollout
+    if not r:
+        return None
+    style = {"pass": "green", "fail": "red"}.get(r["verdict"] or "", "yellow")
+    watcher = f"watched by pid {r['watcher_pid']}" if r["watched"] else "NOT WATCHED"
+    text = Text.assemble(f"rollout: {r['what']}; {watcher}; verdict ", (r["verdict"] or "-", style))
+    if r["verdict_detail"]:
+        text.append(f" ({r['verdict_detail']})")
+    return text
+
+
 def render(st: Status) -> list[RenderableType]:
     """What `ernie-ops status` prints on stdout, in order (problems go to stderr, one per line)."""
     parts: list[RenderableType] = [header(st), table(st)]
+    live = rollout(st)
+    if live is not None:
+        parts.append(live)
     change = last_change(st)
     if change is not None:
         parts.append(change)

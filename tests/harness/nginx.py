@@ -59,7 +59,17 @@ class Nginx:
 
     def gateway_config(self) -> dict:
         """The `gateway:` section of an ernie-ops config that drives this nginx."""
-        return {"url": self.url, "upstream_file": str(self.upstream_file), "nginx_binary": NGINX, "nginx_args": self.args}
+        return {
+            "url": self.url,
+            "upstream_file": str(self.upstream_file),
+            "nginx_binary": NGINX,
+            "nginx_args": self.args,
+            "access_log": str(self.access_log),
+        }
+
+    @property
+    def access_log(self) -> Path:
+        return self.prefix / "logs" / "ernie-ops.access.log"
 
     def start(self) -> Nginx:
         self.proc = subprocess.Popen([NGINX, *self.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -71,7 +71,7 @@ def test_missing_upstream_and_several_ports_are_clear_errors(tmp_path):
         gw.active_port()
     (tmp_path / "two.conf").write_text("server 127.0.0.1:8000;\nserver 127.0.0.1:8001;\n")
     gw = gateway.Gateway(config.GatewayConfig(upstream_file=str(tmp_path / "two.conf")))
-    with pytest.raises(gateway.GatewayError, match="several ports"):
+    with pytest.raises(gateway.GatewayError, match=r"splits traffic .*cutover --abort"):
         gw.active_port()
 
 

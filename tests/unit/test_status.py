@@ -128,3 +128,65 @@ def test_port_holder_of_a_free_port():
 def test_foreign_holder_is_none_while_the_unit_may_hold_the_port(foreign):
     assert ports.foreign_holder(foreign, "active") is None
     assert ports.foreign_holder(foreign, "inactive").pid == os.getpid()
+
+
+# -- a canary or bake window in progress (ernie_ops/rollout_file.py) ------------------------------------
+def _split_cfg(tmp_path: Path) -> config.Config:
+    from ernie_ops import gateway
+
+    cfg = make_cfg(tmp_path, free_port())
+    Path(cfg.gateway.upstream_file).write_text(gateway.render_split(8000, 8001, 25))
+    return cfg
+
+
+def test_a_split_with_no_rollout_recorded_is_a_problem(tmp_path):
+    st = status.collect(_split_cfg(tmp_path), unit_state=unit("inactive"))
+    assert st.split == {8000: 75.0, 8001: 25.0} and st.routed_port == 8000 and st.rollout is None
+    assert any("splits traffic (8000 75%, 8001 25%) but no rollout is recorded" in p for p in st.problems), st.problems
+
+
+def test_a_rollout_whose_watcher_is_gone_says_so_and_what_to_run(tmp_path):
+    import subprocess
+    import sys
+
+    from ernie_ops import rollout_file, status_view
+
+    cfg = _split_cfg(tmp_path)
+    state_dir = Path(cfg.paths.state_dir)
+    record = rollout_file.Rollout(
+        target=8001, source=8000, steps=[5, 25, 50], bake_seconds=600, step=1, percent=25, pid=2**22 + 17
+    )  # above pid_max: no such process
+    record.verdict = {"result": "inconclusive", "checks": [{"name": "errors", "result": "inconclusive", "detail": "0 of 40 failed"}]}
+    rollout_file.save(state_dir, record)
+    st = status.collect(cfg, unit_state=unit("inactive"))
+    assert st.rollout["phase"] == "canary" and st.rollout["step"] == 2 and not st.rollout["watched"]
+    problem = next(p for p in st.problems if "nobody watching" in p)
+    assert "canary 8000 -> 8001: step 2/3 at 25%" in problem and "`ernie-ops cutover 8001`" in problem and "--abort" in problem
+    line = status_view.rollout(st).plain
+    assert "NOT WATCHED" in line and "inconclusive (errors: 0 of 40 failed)" in line
+
+    watcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ernie-ops cutover 8001"])
+    try:
+        record.pid = watcher.pid
+        rollout_file.save(state_dir, record)
+        st = status.collect(cfg, unit_state=unit("inactive"))
+        assert st.rollout["watched"] and not any("nobody watching" in p for p in st.problems)
+        assert f"watched by pid {watcher.pid}" in status_view.rollout(st).plain
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+
+def test_a_corrupt_rollout_file_is_said_and_left_for_the_next_cutover_to_keep_aside(tmp_path):
+    cfg = _split_cfg(tmp_path)
+    state_dir = Path(cfg.paths.state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / "rollout.json").write_text("{not json")
+    st = status.collect(cfg, unit_state=unit("inactive"))
+    assert any("was not a rollout record" in w and "the next cutover keeps it aside" in w for w in st.warnings), st.warnings
+    assert (state_dir / "rollout.json").read_text() == "{not json"  # status only reads
+    from ernie_ops import cutover, rollout_file
+
+    with pytest.raises(rollout_file.RolloutFileError, match=r"kept it as .*rollout\.json\.corrupt-"):
+        cutover.Cutover(cfg, cfg.instances[0].port).run()
+    assert list(state_dir.glob("rollout.json.corrupt-*")) and not (state_dir / "rollout.json").exists()

@@ -1,0 +1,294 @@
+"""Canary steps and the bake window, decision by decision, against the FAKE host of test_cutover_runbook
+(extended with weighted splits) and a FAKE meter whose instances serve scripted traffic: so many requests
+per interval, a share failing, a time to first token. Fakes inject what real instances cannot be told to
+do on demand; the real path (nginx weights, vLLM's histograms, the access log) is in
+tests/integration/test_canary.py. Everything runs on the fake clock: milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ernie_ops import config, cutover, rollout, rollout_file, state
+from ernie_ops.accesslog import Outcomes
+from ernie_ops.errors import UsageError
+from ernie_ops.watch import Tick
+from ernie_ops.window import Histogram, Scrape
+from tests.unit.test_cutover_runbook import NEW, OLD, FakeHost
+
+BOUNDS = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, float("inf"))
+
+
+class SplitHost(FakeHost):
+    """FakeHost plus canary splits: `weights` is what the include says (port -> percent)."""
+
+    weights: dict[int, int]
+
+    def __init__(self, **kw):
+        super().__init__(units={OLD: "active", NEW: "active"}, **kw)
+        self.weights = {OLD: 100}
+
+    def split(self, source: int, target: int, percent: int, sticky: str) -> None:
+        self._call("split", target, percent)
+        self.weights = {source: 100 - percent, target: percent}
+        self.file_port = source
+        self._done("split")
+
+    def switch(self, port: int) -> None:
+        super().switch(port)
+        self.weights = {port: 100}
+
+    def wall(self) -> float:
+        return 1.9e9 + self.now
+
+
+@dataclass
+class Behaviour:
+    rate: float = 40.0  # requests per second at 100% of traffic
+    fail_share: float = 0.0
+    ttft: float = 0.03
+    alive: bool = True
+
+
+@dataclass
+class FakeMeter:
+    """Instances that serve their share of traffic (from the host's weights) as their Behaviour says."""
+
+    host: SplitHost
+    behaviour: dict[int, Behaviour]
+    interval: float = 0.5
+    counts: dict[int, dict] = field(default_factory=dict)
+    wanted: dict[int, bool] = field(default_factory=dict)
+    synthetic_rate: float = 10.0
+    closed: bool = False
+
+    def tick(self) -> Tick:
+        out, scrapes = Outcomes(), {}
+        for port, b in self.behaviour.items():
+            c = self.counts.setdefault(port, {"ok": 0.0, "error": 0.0, "ttft": dict.fromkeys(BOUNDS, 0.0)})
+            share = self.host.weights.get(port, 0) / 100
+            n = int(b.rate * share * self.interval) + (int(self.synthetic_rate * self.interval) if self.wanted.get(port) else 0)
+            bad = round(n * b.fail_share)
+            c["ok"] += n - bad
+            c["error"] += bad
+            for le in BOUNDS:
+                if b.ttft <= le:
+                    c["ttft"][le] += n
+            out.requests[port] += n
+            out.failed[port] += bad
+            if not b.alive:
+                scrapes[port] = "does not answer /metrics (ConnectError)"
+                continue
+            hist = Histogram(tuple(c["ttft"].items()))
+            scrapes[port] = Scrape(1000.0 + port, hist, hist, {"stop": c["ok"], "error": c["error"]})
+        return Tick(self.host.now, scrapes, out)
+
+    def want(self, port: int, on: bool) -> None:
+        self.wanted[port] = on
+
+    def close(self) -> None:
+        self.closed = True
+
+
+GATE = """
+cutover:
+  step_min_seconds: 5
+  step_min_requests: 20
+  step_max_seconds: 60
+  interval_seconds: 0.5
+  window_seconds: 2
+  slo: {max_error_rate: 0.05, ttft_quantile: 0.9, ttft_seconds: 1.0, itl_quantile: 0.9, itl_seconds: 1.0,
+        max_ratio: 2.0, ratio_floor_seconds: 0.0}
+"""
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> config.Config:
+    c = config.parse(f"gateway:\n  url: http://127.0.0.1:9\npaths:\n  state_dir: {tmp_path / 'state'}\n{GATE}")
+    state.record(tmp_path / "state", {"kind": "cutover", "target": OLD}, active_port=OLD, previous_port=None)
+    return c
+
+
+def run(cfg, host, behaviour, steps, bake=0.0, action=None, target=NEW):
+    meters: list[FakeMeter] = []
+
+    def factory(ports):
+        meters.append(FakeMeter(host, behaviour))
+        return meters[-1]
+
+    res = cutover.Cutover(cfg, target, host=host, plan=rollout.Plan(steps, bake), action=action, meter_factory=factory).run()
+    return res, meters
+
+
+def history(cfg) -> dict:
+    return state.load(Path(cfg.paths.state_dir)).history[-1]
+
+
+def test_a_healthy_canary_steps_through_then_bakes_then_retires_the_old_instance(cfg):
+    host = SplitHost()
+    res, meters = run(cfg, host, {OLD: Behaviour(), NEW: Behaviour()}, [5, 25, 50], bake=10)
+    assert res.ok and res.outcome == "promoted", res
+    assert [c for c in host.mutations() if c[0] in ("switch", "stop")] == [("switch", NEW), ("stop", OLD)]
+    assert [c for c in host.calls if c[0] == "split"] == [("split", NEW, 5), ("split", NEW, 25), ("split", NEW, 50)]
+    h = history(cfg)
+    verdicts = [(d["what"], d["verdict"]["result"]) for d in h["decisions"] if "verdict" in d]
+    assert verdicts == [("canary 1/3", "pass"), ("canary 2/3", "pass"), ("canary 3/3", "pass"), ("bake", "pass")]
+    assert h["plan"] == "canary 5%,25%,50% then bake 10s" and h["outcome"] == "promoted"
+    assert state.load(Path(cfg.paths.state_dir)).active_port == NEW
+    assert rollout_file.load(Path(cfg.paths.state_dir)) is None and meters[0].closed
+    # each step held its minimum time on the fake clock, and the bake its window
+    steps = {s.name: s.seconds for s in res.steps if s.name.startswith(("canary", "bake")) and s.seconds}
+    assert all(v >= 5 for k, v in steps.items() if k.startswith("canary")), steps
+
+
+def test_at_5_percent_a_quiet_canary_gets_synthetic_requests_until_it_can_be_judged(cfg):
+    host = SplitHost()
+    res, meters = run(cfg, host, {OLD: Behaviour(rate=4), NEW: Behaviour(rate=4)}, [5])
+    assert res.ok, res
+    first = next(d for d in history(cfg)["decisions"] if "verdict" in d)
+    assert first["verdict"]["result"] == "pass"
+    # 5% of 4 req/s is nothing: every request the canary was judged on was the gate's own
+    assert meters[0].wanted[NEW] is False  # turned off again once the window held enough
+
+
+def test_a_canary_with_errors_is_rolled_back_at_its_first_step(cfg):
+    host = SplitHost()
+    res, _ = run(cfg, host, {OLD: Behaviour(), NEW: Behaviour(fail_share=0.3)}, [5, 50])
+    assert not res.ok and res.outcome == "rolled-back", res
+    assert res.error.startswith("canary 1/2 (5%) failed the gate: errors:") and "above max_error_rate 5.0%" in res.error
+    assert ("split", NEW, 50) not in host.calls
+    assert host.weights == {OLD: 100} and host.units[NEW] == "inactive" and host.units[OLD] == "active"
+    assert state.load(Path(cfg.paths.state_dir)).active_port == OLD
+    assert res.traffic == OLD and "traffic is back on 8000" in res.where
+
+
+def test_a_slow_canary_fails_on_its_ttft_against_the_baseline(cfg):
+    host = SplitHost()
+    res, _ = run(cfg, host, {OLD: Behaviour(ttft=0.03), NEW: Behaviour(ttft=0.2)}, [5])
+    assert not res.ok and "ttft p90" in res.error and "2x baseline" in res.error, res.error
+
+
+def test_a_canary_that_dies_mid_step_is_rolled_back(cfg):
+    host = SplitHost()
+    beh = {OLD: Behaviour(), NEW: Behaviour()}
+    meters: list[FakeMeter] = []
+
+    def factory(ports):
+        meters.append(FakeMeter(host, beh))
+        return meters[-1]
+
+    orig = host.sleep
+
+    def sleep(s):
+        orig(s)
+        if host.now > 2:
+            beh[NEW].alive = False
+
+    host.sleep = sleep
+    res = cutover.Cutover(cfg, NEW, host=host, plan=rollout.Plan([5], 0), meter_factory=factory).run()
+    assert not res.ok and "8001 does not answer /metrics" in res.error, res
+
+
+def test_a_step_that_stays_inconclusive_is_rolled_back_at_step_max(cfg):
+    host = SplitHost()
+    beh = {OLD: Behaviour(rate=0), NEW: Behaviour(rate=0)}
+
+    def factory(ports):
+        m = FakeMeter(host, beh, synthetic_rate=0)  # no traffic and no synthetic requests: never enough data
+        return m
+
+    res = cutover.Cutover(cfg, NEW, host=host, plan=rollout.Plan([5], 0), meter_factory=factory).run()
+    assert not res.ok and "could not be judged within step_max_seconds 60" in res.error, res
+    assert "no requests yet" in res.error
+
+
+def test_a_breach_in_the_bake_goes_back_to_the_warm_old_instance(cfg):
+    host = SplitHost()
+    beh = {OLD: Behaviour(), NEW: Behaviour()}
+    orig = host.sleep
+
+    def sleep(s):
+        orig(s)
+        if host.now > 20:
+            beh[NEW].fail_share = 0.5
+
+    host.sleep = sleep
+    res, _ = run(cfg, host, beh, [], bake=600)
+    assert not res.ok and "the bake window failed the gate (recent window)" in res.error, res
+    assert [c for c in host.mutations() if c[0] in ("switch", "stop")] == [("switch", NEW), ("switch", OLD), ("stop", NEW)]
+    assert host.units[OLD] == "active"
+    rollback = next(s for s in res.steps if s.name == "rollback")
+    assert rollback.seconds < 1.0
+
+
+def test_promote_and_abort_requests_reach_the_watcher(cfg, tmp_path):
+    for asked, outcome, routed in (("promote", "promoted", NEW), ("abort", "rolled-back", OLD)):
+        host = SplitHost()
+        orig = host.sleep
+        sent = []
+
+        def sleep(s, asked=asked, orig=orig, sent=sent):
+            orig(s)
+            if not sent:
+                rollout_file.request(tmp_path / "state", asked)
+                sent.append(1)
+
+        host.sleep = sleep
+        res, _ = run(cfg, host, {OLD: Behaviour(), NEW: Behaviour()}, [5, 50], bake=600)
+        assert res.outcome == outcome and host.weights == {routed: 100}, res
+        assert any(d["what"] == asked for d in history(cfg)["decisions"])
+
+
+def test_a_killed_rollout_is_taken_over_by_the_same_command_and_refuses_another_target(cfg):
+    host = SplitHost()
+    host.kill = "split"  # the watcher dies right after nginx took the first step (KeyboardInterrupt stands for the kill)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, host, {OLD: Behaviour(), NEW: Behaviour()}, [5, 50])
+    pending = rollout_file.load(Path(cfg.paths.state_dir))
+    assert pending is not None and pending.phase == "canary" and pending.target == NEW
+    with pytest.raises(UsageError, match=r"a rollout to 8001 is in progress .*cutover --abort"):
+        run(cfg, host, {OLD: Behaviour(), NEW: Behaviour()}, [5], target=OLD)
+    host.kill = None
+    res, _ = run(cfg, host, {OLD: Behaviour(), NEW: Behaviour()}, [])  # the plan comes from the rollout file
+    assert res.ok and res.outcome == "promoted"
+    assert history(cfg)["decisions"][0]["what"] == "take over"
+    assert ("split", NEW, 50) in host.calls
+
+
+def test_abort_with_no_watcher_routes_back_and_stops_the_canary(cfg):
+    host = SplitHost()
+    host.kill = "split"
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, host, {OLD: Behaviour(), NEW: Behaviour()}, [25])
+    host.kill = None
+    res, _ = run(cfg, host, {}, [], action="abort")
+    assert res.outcome == "rolled-back" and "aborted by `ernie-ops cutover --abort`" in res.error
+    assert host.weights == {OLD: 100} and host.units[NEW] == "inactive"
+    assert rollout_file.load(Path(cfg.paths.state_dir)) is None
+
+
+def test_promote_or_abort_with_nothing_in_progress_is_a_usage_error(cfg):
+    with pytest.raises(UsageError, match="nothing to promote"):
+        run(cfg, SplitHost(), {}, [], action="promote")
+    with pytest.raises(UsageError, match="no canary or bake window is in progress"):
+        cutover.end_rollout(cfg, "abort", host=SplitHost())
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("600", 600), ("90s", 90), ("10m", 600), ("1.5h", 5400), ("250ms", 0.25), ("0", 0)])
+def test_durations(text, seconds):
+    assert rollout.parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["ten minutes", "-5m", "5d", ""])
+def test_bad_durations_say_how_to_write_one(text):
+    with pytest.raises(UsageError, match="is not a duration; write seconds or a number with s, m or h"):
+        rollout.parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["5,5", "50,25", "0,50", "5,100", "five"])
+def test_bad_canary_steps_are_refused(text):
+    with pytest.raises(UsageError, match="--canary"):
+        rollout.parse_steps(text)
