@@ -69,7 +69,7 @@ def _cdf(k: int, n: int, p: float) -> float:
     return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
 
 
-def _solve(f) -> float:  # noqa: ANN001 - f decreasing in p: its root by bisection
+def _solve(f) -> float:
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
