@@ -129,12 +129,34 @@ def _bench(sb: sandbox.Sandbox):
                      "--max-tokens", "32", "--url", GATEWAY, "--json"])  # fmt: skip
 
 
+# upgrade.yml's watched cutover (the ernie_ops_cutover variable): one canary step, then a bake window with the
+# old instance warm; the gate's timings for the tiny model on 2 shared cores (loose ratios: 4 instances).
+WATCHED = {
+    "canary_steps": [50],
+    "bake_seconds": 5,
+    "step_min_seconds": 3,
+    "step_min_requests": 20,
+    "interval_seconds": 0.5,
+    "window_seconds": 3,
+    "synthetic_rps": 8,
+    "synthetic_max_tokens": 8,
+    "slo": {
+        "max_error_rate": 0.1,
+        "ttft_quantile": 0.9,
+        "itl_quantile": 0.9,
+        "ttft_seconds": 30,
+        "max_ratio": 5,
+        "ratio_floor_seconds": 0.5,
+    },
+}
+
+
 def test_upgrade_yml_rolls_a_new_model_version_without_losing_a_request(fleet, first_run):
     assert first_run.rc == 0, "needs the first run"
     benches = {name: _bench(sb) for name, sb in fleet.hosts.items()}
     time.sleep(3)
     try:
-        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2")
+        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_cutover=WATCHED)
     finally:
         time.sleep(2)
         for p in benches.values():
@@ -157,6 +179,10 @@ def test_upgrade_yml_rolls_a_new_model_version_without_losing_a_request(fleet, f
         assert sb.run("readlink /srv/models/ernie-tiny/current").stdout.strip() == "tiny-v2"
         assert sb.systemctl("is-enabled", "ernie-vllm@8001.service", check=False).stdout.strip() == "enabled"
         assert sb.systemctl("is-enabled", "ernie-vllm@8000.service", check=False).stdout.strip() == "disabled"
+        last = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)["history"][-1]
+        judged = [(d["what"], d["verdict"]["result"]) for d in last["decisions"] if "verdict" in d]
+        print(f"  {name}: {last['plan']}: {judged}")
+        assert last["outcome"] == "promoted" and judged == [("canary 1/1", "pass"), ("bake", "pass")], last
     assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
     assert all(h["failed"] == 0 for h in up.recap().values())
 

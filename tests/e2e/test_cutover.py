@@ -23,9 +23,26 @@ if reason:
     pytestmark = tiers.unavailable(f"e2e: {reason}")
 
 
+# The canary gate's timings for a test: short steps, a quick verdict on the tiny model. Two engines, the load
+# and nginx share 2 cores, so a healthy canary's latency varies 2x against its neighbour: ratios are loose
+# and the slow canary is made 10x slower (CPUQuota=10%).
+WATCH = {
+    "step_min_seconds": 3.0,
+    "step_min_requests": 20,
+    "step_max_seconds": 120.0,
+    "interval_seconds": 0.5,
+    "window_seconds": 3.0,
+    "synthetic_rps": 8.0,
+    "synthetic_max_tokens": 8,
+    "slo": {"max_error_rate": 0.1, "ttft_quantile": 0.9, "itl_quantile": 0.9, "max_ratio": 3.0, "ratio_floor_seconds": 0.1},
+}
+
+
 @pytest.fixture(scope="module")
 def sb(tiny_model_dir):
-    box = host.boot("cutover", tiny_model_dir, [8000, 8001], gateway=True, config_extra={"health": {"smoke_timeout_seconds": 10.0}})
+    box = host.boot(
+        "cutover", tiny_model_dir, [8000, 8001], gateway=True, config_extra={"health": {"smoke_timeout_seconds": 10.0}, "cutover": WATCH}
+    )
     try:
         # 8001 loads meanwhile on its own core, serving another name, for the first test (the gate refuses it)
         drop_in_8001(box, "'s/served_name: ernie-tiny/served_name: another-model/'")
@@ -284,3 +301,60 @@ def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
     assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
     st = status(sb)  # rollback's end state, as an operator checks it
     assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
+
+
+def test_a_canary_slowed_by_its_cpu_quota_is_rolled_back_by_the_gate(sb):
+    """The real fault: systemd's CPUQuota= on the canary's unit, set live. The gate reads both instances'
+    histograms, rolls back at the first step; the canary's slow streams finish while it drains."""
+    prestart(sb, 8000)
+    sb.systemctl("set-property", "--runtime", "ernie-vllm@8000.service", "CPUQuota=10%")
+    load = Load(sb, streams=2, plain_threads=2)
+    try:
+        code, res = cli_json(sb, "cutover", "8000", "--canary", "50")
+    finally:
+        bench, plain = load.finish()
+        sb.systemctl("set-property", "--runtime", "ernie-vllm@8000.service", "CPUQuota=", check=False)
+    steps = [(s["name"], s["detail"]) for s in res.get("steps", [])]
+    print("\nslow canary:\n" + "\n".join(f"  {n}: {d}" for n, d in steps))
+    assert code == 1 and res["outcome"] == "rolled-back" and "canary 1/1 (50%) failed the gate" in res["error"], res
+    assert "ttft" in res["error"] or "itl" in res["error"], res["error"]
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    st = status(sb)
+    assert st["routed_port"] == 8001 and st["ok"] and st["rollout"] is None, st
+    assert sb.show("ernie-vllm@8000.service", "ActiveState") == "inactive"
+    journal = sb.run("journalctl -t ernie-ops --no-pager -o cat").stdout
+    assert "canary 1/1: FAIL after" in journal and "rollback: canary 1/1 (50%) failed the gate" in journal, journal[-2000:]
+
+
+def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_rerun(sb):
+    prestart(sb, 8000)
+    load = Load(sb, streams=2, plain_threads=2)
+    cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8000", "--bake", "20s"])
+    try:
+        for line in cut.stderr:
+            if "verify" in line:
+                break
+        time.sleep(2)
+        pid = json.loads(sb.run("cat /var/lib/ernie-ops/rollout.json").stdout)["pid"]
+        sb.run(["kill", "-KILL", str(pid)])
+        cut.wait(timeout=30)
+        mid = cli_json(sb, "status")
+        assert mid[0] == 1, mid  # a problem: nobody watches
+        st = mid[1]
+        assert st["rollout"]["phase"] == "bake" and not st["rollout"]["watched"] and st["routed_port"] == 8000, st
+        assert any("nobody watching" in p and "ernie-ops cutover 8000" in p for p in st["problems"]), st["problems"]
+        assert {i["port"]: i["unit"] for i in st["instances"]} == {8000: "active", 8001: "active"}  # the old one still warm
+        code, res = cli_json(sb, "cutover", "8000")  # the same command again
+    finally:
+        if cut.poll() is None:
+            cut.kill()
+        bench, plain = load.finish()
+    assert code == 0 and res["outcome"] == "promoted", res
+    names = [s["name"] for s in res["steps"]]
+    assert names[0] == "take over" and "bake" in names and names[-2:] == ["drain", "stop"], names
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    st = status(sb)
+    assert st["routed_port"] == 8000 and st["ok"] and st["rollout"] is None, st
+    assert {i["port"]: i["unit"] for i in st["instances"]} == {8000: "active", 8001: "inactive"}
+    hist = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)
+    assert hist["active_port"] == 8000 and hist["history"][-1]["plan"] == "bake 20s", hist["history"][-1]

@@ -265,6 +265,37 @@ def test_with_no_outside_traffic_the_gate_judges_its_own_synthetic_requests(site
     assert site.routed() == {site.a: 1}
 
 
+def test_a_sticky_split_keeps_each_api_key_on_one_side_and_a_plain_one_spreads(site):
+    """nginx accepts the weighted include with its shared zone and `hash ... consistent` (nginx -t, reload),
+    and follows it: with sticky api_key every request of one key goes to one instance."""
+    from ernie_ops.gateway import Gateway
+
+    gw = Gateway(site.cfg.gateway)
+    routed = next(iter(site.routed()))
+    other = site.b if routed == site.a else site.a
+    before = site.ng.upstream_file.read_text()
+    try:
+        gw.split(routed, other, 50, "api_key")
+        seen: dict[str, set[str]] = {}
+        with httpx.Client(timeout=5) as c:
+            for i in range(60):
+                key = f"key-{i % 12}"
+                r = c.get(f"{site.ng.url}/v1/models", headers={"Authorization": f"Bearer {key}"})
+                assert r.status_code == 200, r.text
+                seen.setdefault(key, set()).add(r.headers["x-ernie-upstream"])
+        assert all(len(v) == 1 for v in seen.values()), seen  # each key stayed on one side
+        assert len(set().union(*seen.values())) == 2, seen  # and the keys are spread over both
+        gw.split(routed, other, 50)
+        with httpx.Client(timeout=5) as c:
+            one_key = {
+                c.get(f"{site.ng.url}/v1/models", headers={"Authorization": "Bearer k"}).headers["x-ernie-upstream"] for _ in range(20)
+            }
+        assert len(one_key) == 2, one_key  # not sticky: one key meets both instances
+    finally:
+        gw.write_upstream(before)
+        gw.apply()
+
+
 def test_a_cutover_killed_mid_canary_is_flagged_and_a_rerun_takes_it_over(site):
     run_proc = _spawn(site, site.b, "--canary", "50", "--bake", "5")
     try:
