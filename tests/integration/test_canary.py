@@ -11,29 +11,20 @@ openai, max_retries=0) stream through the gateway.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ernie_ops import config, cutover, rollout, rollout_file, state, status
-from tests.conftest import free_port, write_config
-from tests.harness import nginx, serve_proc
-from tests.harness.process_host import ProcessHost
-from tests.harness.tiny_model import SERVED_NAME
+from ernie_ops import cutover, rollout, rollout_file, state, status
+from tests.harness import canary_site
+from tests.harness.canary_site import ROOT, Clients, Site, Throttle
 
-ROOT = Path(__file__).resolve().parents[2]
 GATE = {
     "step_min_seconds": 2.0,
     "step_min_requests": 20,
@@ -54,118 +45,10 @@ GATE = {
 }
 
 
-@dataclass
-class Site:
-    a: int  # vLLM
-    b: int  # vLLM
-    p: int  # fault proxy in front of a
-    cfg: config.Config
-    cfg_file: Path
-    ng: nginx.Nginx
-    marks: Path
-    proxy: subprocess.Popen
-    engines: dict[int, serve_proc.ServeProcess]
-
-    def host(self) -> ProcessHost:
-        return ProcessHost(self.cfg, self.marks)
-
-    def routed(self) -> dict[int, int]:
-        from ernie_ops import gateway
-
-        return gateway.parse_weights(self.ng.upstream_file.read_text())
-
-    def fault(self, share: float) -> dict:
-        return httpx.post(f"http://127.0.0.1:{self.p}/_fault", params={"share": share}).json()
-
-    def faults(self) -> dict:
-        return httpx.get(f"http://127.0.0.1:{self.p}/_fault").json()
-
-
 @pytest.fixture(scope="module")
 def site(tiny_model_dir):
-    work = Path(tempfile.mkdtemp(prefix="eo-canary-", dir="/var/tmp"))
-    work.chmod(0o755)
-    a, b, p = free_port(), free_port(), free_port()
-    launch = write_config(work / "launch.yaml", tiny_model_dir, [a, b], work / "cache")
-    engines: dict[int, serve_proc.ServeProcess] = {}
-    ng = proxy = None
-    try:
-        for port in (a, b):
-            engines[port] = serve_proc.start(launch, port, work)
-        for sp in engines.values():
-            sp.wait_ready()
-        proxy = subprocess.Popen([sys.executable, "-m", "tests.harness.fault_proxy", str(p), str(a)], cwd=ROOT)
-        ng = nginx.prepare(work / "nginx", free_port(), a).start()
-        tool = write_config(
-            work / "ernie.yaml", tiny_model_dir, [a, b, p], work / "cache", gateway=ng.gateway_config(), cutover=GATE,
-            health={"smoke_timeout_seconds": 60.0},
-        )  # fmt: skip
-        _wait_http(f"http://127.0.0.1:{p}/health")
-        yield Site(a, b, p, config.load(str(tool)), tool, ng, work / "stopped.json", proxy, engines)
-    finally:
-        if ng:
-            ng.stop()
-        if proxy and proxy.poll() is None:
-            proxy.terminate()
-            proxy.wait(timeout=10)
-        for sp in engines.values():
-            sp.stop()
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _wait_http(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer")
-
-
-class Clients:
-    """openai streams (max_retries=0) through the gateway, in their own process, until finish()."""
-
-    def __init__(self, url: str, threads: int = 2):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/harness/openai_loop.py"), url, SERVED_NAME, str(threads)], stdout=subprocess.PIPE, text=True
-        )
-        time.sleep(1)
-
-    def finish(self) -> dict:
-        self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=120)
-        return json.loads(out)
-
-
-class Throttle:
-    """A real slowdown of one vLLM instance: its engine core processes stopped 90% of every 100 ms."""
-
-    def __init__(self, sp: serve_proc.ServeProcess, share: float = 0.9):
-        self.pids = [c.pid for c in sp.engine().children(recursive=True)]
-        assert self.pids, "the API server has no engine core child"
-        self.share, self.stop_ev = share, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _signal(self, sig: int) -> None:
-        for pid in self.pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-
-    def _run(self) -> None:
-        while not self.stop_ev.is_set():
-            self._signal(signal.SIGSTOP)
-            time.sleep(0.1 * self.share)
-            self._signal(signal.SIGCONT)
-            time.sleep(0.1 * (1 - self.share))
-
-    def end(self) -> None:
-        self.stop_ev.set()
-        self.thread.join(timeout=5)
-        self._signal(signal.SIGCONT)
+    with canary_site.running(tiny_model_dir, GATE) as s:
+        yield s
 
 
 def run(site: Site, target: int, steps: list[int], bake: float = 0.0) -> cutover.CutoverResult:
