@@ -30,9 +30,9 @@ from pathlib import Path
 import httpx
 
 from ernie_ops import cutover, rollout, rollout_file, state
-from tests.harness.paths import CACHE
 from tests.harness import canary_site, tiny_model
 from tests.harness.canary_site import Clients, Site, Throttle
+from tests.harness.paths import CACHE
 from tests.integration.test_canary import GATE
 
 
