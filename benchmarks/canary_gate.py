@@ -27,26 +27,11 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
-
 from ernie_ops import cutover, rollout, rollout_file, state
 from tests.harness import canary_site, tiny_model
 from tests.harness.canary_site import Clients, Site, Throttle
 from tests.harness.paths import CACHE
 from tests.integration.test_canary import GATE
-
-
-def _first_answer_from(site: Site, port: int, timeout: float = 30) -> float:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2) as c:
-        while time.monotonic() < deadline:
-            try:
-                if c.get(f"{site.ng.url}/health").headers.get("x-ernie-upstream", "").endswith(f":{port}"):
-                    return time.monotonic()
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.02)
-    raise RuntimeError(f"the gateway never answered from {port}")
 
 
 def _routed(site: Site) -> int:
@@ -78,7 +63,7 @@ def breach_to_back(site: Site, repeat: int) -> list[float]:
             time.sleep(1.0)
             t0 = time.monotonic()
             site.fault(1.0)
-            out.append(_first_answer_from(site, source) - t0)
+            out.append(site.first_answer_from(source) - t0)
             t.join(timeout=120)
         finally:
             site.fault(0.0)

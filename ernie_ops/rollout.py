@@ -203,13 +203,15 @@ class Watch:
             self.meter.want(port, side.problem is None and side.requests < need)
 
     def _next(self, w: Windows) -> str | None:
-        """Wait one interval, measure; a promote/abort request from another shell is returned."""
+        """Wait one interval and measure. A promote/abort request from another shell ends the watch: returned
+        as what the watch returns ('promote', or the reason to roll back)."""
         self.host.sleep(self.co.interval_seconds)
         w.add(self.meter.tick())
         asked = rollout_file.take_request(self.state_dir)
-        if asked is not None:
-            self.decide(asked, f"requested by `ernie-ops cutover --{asked}`")
-        return asked
+        if asked is None:
+            return None
+        self.decide(asked, f"requested by `ernie-ops cutover --{asked}`")
+        return "promote" if asked == "promote" else "aborted by `ernie-ops cutover --abort`"
 
     def _live(self, v: slo.Verdict) -> None:
         self.r.verdict, self.r.verdict_at = v.as_dict(), self.host.wall()
@@ -220,11 +222,8 @@ class Watch:
         w = self._first_tick()
         label = f"canary {self.r.step + 1}/{len(self.r.steps)}"
         while True:
-            asked = self._next(w)
-            if asked == "abort":
-                return "aborted by `ernie-ops cutover --abort`"
-            if asked == "promote":
-                return "promote"
+            if (asked := self._next(w)) is not None:
+                return asked
             v = self._judge(w)
             self._live(v)
             self._feed(w)
@@ -241,11 +240,8 @@ class Watch:
     def _watch_bake(self) -> str:
         w = self._first_tick()
         while True:
-            asked = self._next(w)
-            if asked == "abort":
-                return "aborted by `ernie-ops cutover --abort`"
-            if asked == "promote":
-                return "promote"
+            if (asked := self._next(w)) is not None:
+                return asked
             whole, recent = self._judge(w), self._judge(w, recent=True)
             self._live(whole if whole.result == slo.FAIL or recent.result != slo.FAIL else recent)
             self._feed(w)

@@ -55,6 +55,19 @@ class Site:
     def faults(self) -> dict:
         return httpx.get(f"http://127.0.0.1:{self.p}/_fault").json()
 
+    def first_answer_from(self, port: int, timeout: float = 30) -> float:
+        """When the gateway's /health first answered from `port` (polled every 20 ms): monotonic time."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=2) as c:
+            while time.monotonic() < deadline:
+                try:
+                    if c.get(f"{self.ng.url}/health").headers.get("x-ernie-upstream", "").endswith(f":{port}"):
+                        return time.monotonic()
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.02)
+        raise AssertionError(f"the gateway never answered from {port}")
+
 
 @contextlib.contextmanager
 def running(tiny_model_dir: Path, gate: dict) -> Iterator[Site]:

@@ -11,6 +11,7 @@ openai, max_retries=0) stream through the gateway.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def test_a_bake_window_breach_goes_back_to_the_warm_old_instance_at_once(site):
         time.sleep(1.0)
         t_breach = time.monotonic()
         site.fault(1.0)
-        back = _first_answer_from(site, site.b, 30)
+        back = site.first_answer_from(site.b, 30)
         runner.join(timeout=120)
     finally:
         site.fault(0.0)
@@ -252,15 +253,19 @@ def _wait_for(cond, timeout: float) -> None:
     raise AssertionError("timed out")
 
 
-def _first_answer_from(site: Site, port: int, timeout: float) -> float:
-    """When the gateway's /health first answered from `port` (polled every 20 ms)."""
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2) as c:
-        while time.monotonic() < deadline:
-            try:
-                if c.get(f"{site.ng.url}/health").headers.get("x-ernie-upstream", "").endswith(f":{port}"):
-                    return time.monotonic()
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.02)
-    raise AssertionError(f"the gateway never answered from {port}")
+def test_promote_from_another_shell_is_carried_out_by_the_running_cutover(site):
+    run_proc = _spawn(site, site.a, "--bake", "300")
+    try:
+        _wait_line(run_proc, "verify:")
+        t0 = time.monotonic()
+        res = cutover.end_rollout(site.cfg, "promote", host=site.host())  # the lock is held: asks the watcher
+        took = time.monotonic() - t0
+        out, _ = run_proc.communicate(timeout=60)
+    finally:
+        if run_proc.poll() is None:
+            run_proc.kill()
+    watcher = json.loads(out)
+    print(f"--promote answered by the running cutover in {took:.2f}s")
+    assert res.ok and res.outcome == "promoted" and watcher["outcome"] == "promoted", (res, watcher)
+    assert "promote" in [s["name"] for s in watcher["steps"]]
+    assert site.routed() == {site.a: 1} and site.host().unit_state(site.b) == "inactive"

@@ -292,3 +292,25 @@ def test_bad_durations_say_how_to_write_one(text):
 def test_bad_canary_steps_are_refused(text):
     with pytest.raises(UsageError, match="--canary"):
         rollout.parse_steps(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["cutover"], "name the instance to route to: ernie-ops cutover PORT (or --promote / --abort)"),
+        (["cutover", "8001", "--abort"], "--promote / --abort end the rollout in progress; give no port"),
+        (["cutover", "--abort"], "no canary or bake window is in progress: nothing to abort"),
+        (["cutover", "--promote", "--bake", "10m"], "give no port, --from, --canary or --bake"),
+        (["cutover", "8001", "--bake", "soon"], "'soon' is not a duration"),
+        (["cutover", "8001", "--canary", "50,25"], "--canary 50,25: steps must rise between 1 and 99 percent"),
+    ],
+)
+def test_cutover_command_line_mistakes_are_sentences(tmp_path, capsys, argv, said):
+    from ernie_ops import cli
+
+    cfg_file = tmp_path / "ernie.yaml"
+    cfg_file.write_text(f"gateway:\n  url: http://127.0.0.1:9\n  upstream_file: {tmp_path / 'up.conf'}\npaths:\n  state_dir: {tmp_path}\n")
+    code = cli.main(["--config", str(cfg_file), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and said in " ".join(err.split()), err
+    assert "Traceback" not in err
