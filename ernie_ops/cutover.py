@@ -166,6 +166,8 @@ class Cutover:
         if self.plan.watched and source is not None:
             record = rollout.start_record(self, source, self.plan)
             return rollout.Watch(self, record, self.meter_factory).run()
+        if self.plan.watched:
+            r.warnings.append(f"nothing was routed before: no {self.plan.describe()} (no old instance to compare with or go back to)")
 
         previous_upstream = self.host.read_upstream()
         try:

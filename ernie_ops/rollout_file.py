@@ -95,6 +95,8 @@ def save(state_dir: Path, r: Rollout) -> None:
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as f:
             json.dump(asdict(r), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())  # written ahead of every nginx change: it must be there after a crash
         os.replace(tmp, state_dir / FILE)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

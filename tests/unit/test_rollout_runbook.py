@@ -314,3 +314,12 @@ def test_cutover_command_line_mistakes_are_sentences(tmp_path, capsys, argv, sai
     err = capsys.readouterr().err
     assert code == 2 and said in " ".join(err.split()), err
     assert "Traceback" not in err
+
+
+def test_a_first_route_has_nothing_to_watch_against_and_says_so(cfg):
+    host = SplitHost()
+    host.file_port = host.live_port = None
+    host.units[OLD] = "inactive"
+    res, meters = run(cfg, host, {}, [5], bake=600)
+    assert res.ok and res.outcome == "switched" and not meters, res
+    assert res.warnings == ["nothing was routed before: no canary 5% then bake 600s (no old instance to compare with or go back to)"]
