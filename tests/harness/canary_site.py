@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -22,7 +21,7 @@ import httpx
 
 from ernie_ops import config
 from tests.conftest import free_port, write_config
-from tests.harness import nginx, serve_proc
+from tests.harness import nginx, serve_proc, throttle
 from tests.harness.process_host import ProcessHost
 from tests.harness.tiny_model import SERVED_NAME
 
@@ -130,28 +129,15 @@ class Clients:
 
 
 class Throttle:
-    """A real slowdown of one vLLM instance: its engine core processes stopped 90% of every 100 ms."""
+    """tests/harness/throttle.py on one of the site's instances, in a thread of this process."""
 
     def __init__(self, sp: serve_proc.ServeProcess, share: float = 0.9):
-        self.pids = [c.pid for c in sp.engine().children(recursive=True)]
-        assert self.pids, "the API server has no engine core child"
-        self.share, self.stop_ev = share, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        pids = throttle.engine_cores(sp.engine().pid)
+        assert pids, "the API server has no engine core child"
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=throttle.hold, args=(pids, share, self.stop_ev), daemon=True)
         self.thread.start()
-
-    def _signal(self, sig: int) -> None:
-        for pid in self.pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-
-    def _run(self) -> None:
-        while not self.stop_ev.is_set():
-            self._signal(signal.SIGSTOP)
-            time.sleep(0.1 * self.share)
-            self._signal(signal.SIGCONT)
-            time.sleep(0.1 * (1 - self.share))
 
     def end(self) -> None:
         self.stop_ev.set()
         self.thread.join(timeout=5)
-        self._signal(signal.SIGCONT)
