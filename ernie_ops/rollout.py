@@ -134,6 +134,8 @@ class Watch:
         self.meter = self.meter_factory([self.r.source, self.r.target])
         try:
             return self._run()
+        except Exception as exc:  # a fault of the watch itself: the safe end is the old instance
+            return self._roll_back(f"the watch itself failed ({type(exc).__name__}: {exc})")
         finally:
             self.meter.close()
 
@@ -275,7 +277,7 @@ class Watch:
             self.host.switch(self.r.source)
             self.cut._verify(self.r.source)
         except Exception as exc:
-            res.warnings.append(f"routing back to {self.r.source} failed: {exc}")
+            return self._stuck(reason, exc)
         self.decide("rollback", f"{reason}; traffic back on {self.r.source} in {time.monotonic() - t0:.2f}s", seconds=time.monotonic() - t0)
         res.outcome, res.ok, res.error = ROLLED_BACK, False, reason
         res.traffic = self.cut._serving_port()
@@ -286,6 +288,19 @@ class Watch:
         )
         self.cut._retire(self.r.target)
         self._finish()
+        return res
+
+    def _stuck(self, reason: str, exc: Exception) -> CutoverResult:
+        """Routing back failed: nothing is stopped (the target may still carry traffic) and the rollout file
+        stays, so `ernie-ops status` keeps saying so and `--abort` can try again."""
+        res = self.cut.result
+        self.decide("rollback", f"{reason}; routing back to {self.r.source} FAILED: {exc}; both instances left running")
+        res.outcome, res.ok = "rollback-failed", False
+        res.error = f"{reason}; then routing back to {self.r.source} failed: {exc}"
+        res.traffic = self.cut._serving_port()
+        res.where = self.cut._where() + "; both instances run; fix nginx, then `ernie-ops cutover --abort`"
+        self.cut.result.source = self.r.source
+        self.cut._record(extra={"plan": Plan(self.r.steps, self.r.bake_seconds, self.r.sticky).describe(), "decisions": self.r.decisions})
         return res
 
     def _finish(self) -> None:

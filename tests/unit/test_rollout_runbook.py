@@ -323,3 +323,38 @@ def test_a_first_route_has_nothing_to_watch_against_and_says_so(cfg):
     res, meters = run(cfg, host, {}, [5], bake=600)
     assert res.ok and res.outcome == "switched" and not meters, res
     assert res.warnings == ["nothing was routed before: no canary 5% then bake 600s (no old instance to compare with or go back to)"]
+
+
+def test_when_routing_back_fails_nothing_is_stopped_and_the_rollout_stays_for_status_and_abort(cfg):
+    host = SplitHost()
+    real_switch = host.switch
+
+    def switch(port):
+        if port == OLD:
+            raise RuntimeError("nginx reload failed: injected")
+        real_switch(port)
+
+    host.switch = switch
+    res, _ = run(cfg, host, {OLD: Behaviour(), NEW: Behaviour(fail_share=0.5)}, [5])
+    assert res.outcome == "rollback-failed" and not res.ok and "then routing back to 8000 failed" in res.error, res
+    assert host.units == {OLD: "active", NEW: "active"}  # the canary may still carry traffic: never stopped
+    assert rollout_file.load(Path(cfg.paths.state_dir)) is not None and "cutover --abort" in res.where
+    host.switch = real_switch
+    res, _ = run(cfg, host, {}, [], action="abort")
+    assert res.outcome == "rolled-back" and host.weights == {OLD: 100} and host.units[NEW] == "inactive"
+
+
+def test_a_fault_of_the_watch_itself_rolls_back(cfg):
+    host = SplitHost()
+
+    class Broken(FakeMeter):
+        def tick(self):
+            if self.host.now > 1:
+                raise ValueError("a bug")
+            return super().tick()
+
+    res = cutover.Cutover(
+        cfg, NEW, host=host, plan=rollout.Plan([5], 0), meter_factory=lambda ports: Broken(host, {OLD: Behaviour(), NEW: Behaviour()})
+    ).run()
+    assert res.outcome == "rolled-back" and "the watch itself failed (ValueError: a bug)" in res.error
+    assert host.weights == {OLD: 100}
