@@ -308,7 +308,9 @@ def test_a_slowed_canary_is_rolled_back_by_the_gate(sb):
     sandbox's cgroup has no cpu controller, so CPUQuota= would not be enforced). The gate reads both
     instances' histograms and rolls back at the first step; the canary's slow streams finish while it drains."""
     prestart(sb, 8000)
-    slow = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", sb.show("ernie-vllm@8000.service", "MainPID"), "0.9"])
+    main_pid = sb.show("ernie-vllm@8000.service", "MainPID")
+    # slow while nginx routes to it; its streams then finish at full speed while it drains
+    slow = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", main_pid, "0.9", "/etc/nginx/ernie-ops/upstream.conf", "8000"])
     load = Load(sb, streams=2, plain_threads=2)
     try:
         code, res = cli_json(sb, "cutover", "8000", "--canary", "50")

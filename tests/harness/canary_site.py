@@ -131,11 +131,13 @@ class Clients:
 class Throttle:
     """tests/harness/throttle.py on one of the site's instances, in a thread of this process."""
 
-    def __init__(self, sp: serve_proc.ServeProcess, share: float = 0.9):
+    def __init__(self, sp: serve_proc.ServeProcess, share: float = 0.9, upstream: Path | None = None):
+        """With `upstream` (nginx's include): only while it routes to the instance, as throttle.py's program."""
         pids = throttle.engine_cores(sp.engine().pid)
         assert pids, "the API server has no engine core child"
         self.stop_ev = threading.Event()
-        self.thread = threading.Thread(target=throttle.hold, args=(pids, share, self.stop_ev), daemon=True)
+        routed = throttle.while_routed(upstream, sp.port) if upstream else (lambda: True)
+        self.thread = threading.Thread(target=throttle.hold, args=(pids, share, self.stop_ev, routed), daemon=True)
         self.thread.start()
 
     def end(self) -> None:

@@ -5,8 +5,11 @@ itself runs freely, so /health and /metrics answer at once and only generation i
 The e2e sandbox's cgroup2 has no controllers (systemd's CPUQuota= is not enforced there), so this stands
 in for `systemctl set-property ernie-vllm@PORT CPUQuota=10%` on a real host.
 
-As a program (inside a sandboxed host): python throttle.py MAIN_PID [SHARE]   -> until SIGINT/SIGTERM;
-MAIN_PID is the unit's MainPID (the launcher); its child is the API server, whose descendants are slowed.
+As a program (inside a sandboxed host): python throttle.py MAIN_PID SHARE [UPSTREAM_FILE PORT] -> until SIGINT/
+SIGTERM, or (with UPSTREAM_FILE and PORT) until nginx's include no longer routes to PORT: slow while it takes
+traffic, then its in-flight streams finish at full speed while it drains (else a drain of streams 10x slower
+than usual runs past the cutover's drain bound). MAIN_PID is the unit's MainPID (the launcher); its child is
+the API server, whose descendants are slowed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 
@@ -25,14 +30,14 @@ def engine_cores(api_server_pid: int) -> list[int]:
     return [c.pid for c in psutil.Process(api_server_pid).children(recursive=True)]
 
 
-def hold(pids: list[int], share: float, stop: threading.Event) -> None:
+def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[[], bool] = lambda: True) -> None:
     def send(sig: int) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
 
     try:
-        while not stop.is_set():
+        while not stop.is_set() and routed():
             send(signal.SIGSTOP)
             time.sleep(0.1 * share)
             send(signal.SIGCONT)
@@ -41,8 +46,14 @@ def hold(pids: list[int], share: float, stop: threading.Event) -> None:
         send(signal.SIGCONT)
 
 
+def while_routed(upstream: Path, port: int) -> Callable[[], bool]:
+    """True while nginx's include has a server line for `port`."""
+    return lambda: f":{port} " in upstream.read_text()
+
+
 def main() -> None:
-    main_pid, share = int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.9
+    main_pid, share = int(sys.argv[1]), float(sys.argv[2])
+    routed = while_routed(Path(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (lambda: True)
     api_server = psutil.Process(main_pid).children()[0].pid
     pids = engine_cores(api_server)
     if not pids:
@@ -51,7 +62,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"holding {pids} {share:.0%} of each 100 ms", flush=True)
-    hold(pids, share, stop)
+    hold(pids, share, stop, routed)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def test_a_healthy_canary_is_promoted_through_every_step_and_the_bake(site):
 
 
 def test_a_slow_canary_is_rolled_back_at_the_first_step(site):
-    slow = Throttle(site.engines[site.a])
+    slow = Throttle(site.engines[site.a], upstream=site.ng.upstream_file)  # slow while it takes traffic
     load = Clients(site.ng.url)
     try:
         res = run(site, site.a, [20, 50])
