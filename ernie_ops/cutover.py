@@ -192,6 +192,12 @@ class Cutover:
         self.result.source = pending.source
         watch = rollout.Watch(self, pending, self.meter_factory)
         alive = f"pid {pending.pid}" + ("" if pending.watcher_alive() else " (gone)")
+        if pending.phase == "rollback":  # an ending under way is finished whatever was asked
+            watch.decide("take over", f"{pending.describe()}, left by {alive}: finishing the rollback")
+            return watch._roll_back(pending.ending or "rollback under way")
+        if pending.phase == "promote":
+            watch.decide("take over", f"{pending.describe()}, left by {alive}: finishing the promotion")
+            return watch._end_early("promote")
         if self.action == "abort":
             return watch._roll_back(f"aborted by `ernie-ops {self.kind} --abort` ({pending.describe()}, left by {alive})")
         if self.action == "promote":

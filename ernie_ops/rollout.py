@@ -262,6 +262,8 @@ class Watch:
     # -- endings ---------------------------------------------------------------------------
     def _promote(self) -> CutoverResult:
         res = self.cut.result
+        self.r.phase, self.r.percent = "promote", 100
+        self._save()  # a kill from here on: a re-run finishes the promotion, never starts the watch again
         res.outcome, res.ok, res.traffic = PROMOTED, True, self.r.target
         self.decide("promote", f"all traffic on {self.r.target}; retiring {self.r.source}")
         self.cut._follow_at_boot(self.r.source)
@@ -272,6 +274,8 @@ class Watch:
     def _roll_back(self, reason: str) -> CutoverResult:
         """All traffic back on the source (still warm), then the target drains and stops."""
         res = self.cut.result
+        self.r.phase, self.r.ending = "rollback", reason
+        self._save()  # a kill from here on: a re-run finishes the rollback, never sends traffic to the target again
         t0 = time.monotonic()
         try:
             self.host.switch(self.r.source)

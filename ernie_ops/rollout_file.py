@@ -38,18 +38,23 @@ class Rollout:
     steps: list[int]
     bake_seconds: float
     sticky: str = "none"
-    phase: str = "canary"  # canary | bake
+    phase: str = "canary"  # canary | bake | rollback | promote (the last two: an ending under way, finished by a re-run)
     step: int = 0  # index into steps while in canary
     percent: int = 0  # share of traffic on the target now
     pid: int = field(default_factory=os.getpid)
     started: float = field(default_factory=time.time)  # wall clock (survives the watcher)
     phase_started: float = field(default_factory=time.time)
     bake_until: float | None = None
+    ending: str | None = None  # why the rollback under way started
     verdict: dict | None = None  # the last evaluation: result, checks, both sides' numbers
     verdict_at: float | None = None
     decisions: list[dict] = field(default_factory=list)
 
     def describe(self) -> str:
+        if self.phase == "rollback":
+            return f"rollback {self.target} -> {self.source} under way ({self.ending})"
+        if self.phase == "promote":
+            return f"promotion of {self.target} under way (retiring {self.source})"
         if self.phase == "bake":
             left = max(0.0, (self.bake_until or 0) - time.time())
             return f"bake of {self.target} ({self.source} warm, unrouted), {left:.0f}s left"

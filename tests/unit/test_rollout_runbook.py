@@ -358,3 +358,28 @@ def test_a_fault_of_the_watch_itself_rolls_back(cfg):
     ).run()
     assert res.outcome == "rolled-back" and "the watch itself failed (ValueError: a bug)" in res.error
     assert host.weights == {OLD: 100}
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "outcome", "routed", "stopped"),
+    [
+        ({OLD: Behaviour(), NEW: Behaviour(fail_share=0.5)}, "rolled-back", OLD, NEW),
+        ({OLD: Behaviour(), NEW: Behaviour()}, "promoted", NEW, OLD),
+    ],
+    ids=["mid-rollback", "mid-promotion"],
+)
+def test_a_kill_during_an_ending_is_finished_by_the_rerun_never_watched_again(cfg, behaviour, outcome, routed, stopped):
+    host = SplitHost()
+    host.kill = "stop"  # killed while stopping the instance that lost
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, host, behaviour, [5])
+    pending = rollout_file.load(Path(cfg.paths.state_dir))
+    assert pending.phase == ("rollback" if outcome == "rolled-back" else "promote"), pending
+    host.kill = None
+    splits = len([c for c in host.calls if c[0] == "split"])
+    res, meters = run(cfg, host, behaviour, [5])  # the same command again
+    assert res.outcome == outcome and host.weights == {routed: 100} and host.units[stopped] == "inactive", res
+    assert len([c for c in host.calls if c[0] == "split"]) == splits and not meters  # no new step, nothing judged
+    take_over = next(d for d in history(cfg)["decisions"] if d["what"] == "take over")
+    assert "finishing the rollback" in take_over["text"] if outcome == "rolled-back" else "finishing the promotion" in take_over["text"]
+    assert rollout_file.load(Path(cfg.paths.state_dir)) is None
