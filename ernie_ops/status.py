@@ -168,9 +168,12 @@ def _rollout(state_dir: Path, split: dict[int, float], problems: list[str], warn
         "watched": alive,
     }
     if not alive:
-        problems.append(
-            f"{r.describe()}, with nobody watching (the cutover, pid {r.pid}, is gone): nginx sends {r.percent}% to {r.target}; "
-            f"resume it with `ernie-ops cutover {r.target}`, or end it: `ernie-ops cutover --abort` (all back to {r.source}) "
-            f"or `--promote` (all to {r.target})"
-        )
+        gone = f"{r.describe()}, with nobody watching (the cutover, pid {r.pid}, is gone)"
+        if r.phase in ("rollback", "promote"):
+            problems.append(f"{gone}; finish it: `ernie-ops cutover {r.target}` completes the {r.phase} under way")
+        else:
+            problems.append(
+                f"{gone}: nginx sends {r.percent}% to {r.target}; resume it with `ernie-ops cutover {r.target}`, or end it: "
+                f"`ernie-ops cutover --abort` (all back to {r.source}) or `--promote` (all to {r.target})"
+            )
     return out
