@@ -260,8 +260,14 @@ class Watch:
                 return f"the bake window could not be judged: {whole.reason}"
 
     # -- endings ---------------------------------------------------------------------------
+    def _quiet(self) -> None:
+        """The gate's own requests stop before any drain (a drain waits for zero requests in flight)."""
+        if self.meter is not None:
+            self.meter.quiet()
+
     def _promote(self) -> CutoverResult:
         res = self.cut.result
+        self._quiet()
         self.r.phase, self.r.percent = "promote", 100
         self._save()  # a kill from here on: a re-run finishes the promotion, never starts the watch again
         res.outcome, res.ok, res.traffic = PROMOTED, True, self.r.target
@@ -274,6 +280,7 @@ class Watch:
     def _roll_back(self, reason: str) -> CutoverResult:
         """All traffic back on the source (still warm), then the target drains and stops."""
         res = self.cut.result
+        self._quiet()
         self.r.phase, self.r.ending = "rollback", reason
         self._save()  # a kill from here on: a re-run finishes the rollback, never sends traffic to the target again
         t0 = time.monotonic()

@@ -47,6 +47,12 @@ class SyntheticLoad:
             out, self._out = self._out, Outcomes()
         return out
 
+    def quiet(self) -> None:
+        """No new requests from now on (those in flight finish): before a drain, which must reach zero."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive():

@@ -40,6 +40,9 @@ class Meter(Protocol):
     def want(self, port: int, on: bool) -> None:
         """Synthetic requests to `port` on or off."""
 
+    def quiet(self) -> None:
+        """No more synthetic requests at all (before a drain)."""
+
     def close(self) -> None: ...
 
 
@@ -72,6 +75,9 @@ class RealMeter:
 
     def want(self, port: int, on: bool) -> None:
         self.synthetic.set(port, on)
+
+    def quiet(self) -> None:
+        self.synthetic.quiet()
 
     def close(self) -> None:
         self.synthetic.close()

@@ -64,13 +64,16 @@ class FakeMeter:
     wanted: dict[int, bool] = field(default_factory=dict)
     synthetic_rate: float = 10.0
     closed: bool = False
+    quieted: bool = False
 
     def tick(self) -> Tick:
         out, scrapes = Outcomes(), {}
         for port, b in self.behaviour.items():
             c = self.counts.setdefault(port, {"ok": 0.0, "error": 0.0, "ttft": dict.fromkeys(BOUNDS, 0.0)})
             share = self.host.weights.get(port, 0) / 100
-            n = int(b.rate * share * self.interval) + (int(self.synthetic_rate * self.interval) if self.wanted.get(port) else 0)
+            n = int(b.rate * share * self.interval) + (
+                int(self.synthetic_rate * self.interval) if self.wanted.get(port) and not self.quieted else 0
+            )
             bad = round(n * b.fail_share)
             c["ok"] += n - bad
             c["error"] += bad
@@ -87,7 +90,11 @@ class FakeMeter:
         return Tick(self.host.now, scrapes, out)
 
     def want(self, port: int, on: bool) -> None:
+        assert not self.quieted, "synthetic requests asked for after the watch ended"
         self.wanted[port] = on
+
+    def quiet(self) -> None:
+        self.quieted = True
 
     def close(self) -> None:
         self.closed = True
@@ -138,7 +145,7 @@ def test_a_healthy_canary_steps_through_then_bakes_then_retires_the_old_instance
     assert verdicts == [("canary 1/3", "pass"), ("canary 2/3", "pass"), ("canary 3/3", "pass"), ("bake", "pass")]
     assert h["plan"] == "canary 5%,25%,50% then bake 10s" and h["outcome"] == "promoted"
     assert state.load(Path(cfg.paths.state_dir)).active_port == NEW
-    assert rollout_file.load(Path(cfg.paths.state_dir)) is None and meters[0].closed
+    assert rollout_file.load(Path(cfg.paths.state_dir)) is None and meters[0].closed and meters[0].quieted
     # each step held its minimum time on the fake clock, and the bake its window
     steps = {s.name: s.seconds for s in res.steps if s.name.startswith(("canary", "bake")) and s.seconds}
     assert all(v >= 5 for k, v in steps.items() if k.startswith("canary")), steps
