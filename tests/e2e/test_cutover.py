@@ -307,13 +307,15 @@ def test_a_slowed_canary_is_rolled_back_by_the_gate(sb):
     """A real slowdown of the canary: its engine core held 90% of each 100 ms (tests/harness/throttle.py; the
     sandbox's cgroup has no cpu controller, so CPUQuota= would not be enforced). The gate reads both
     instances' histograms and rolls back at the first step; the canary's slow streams finish while it drains."""
-    prestart(sb, 8000)
-    main_pid = sb.show("ernie-vllm@8000.service", "MainPID")
+    old = status(sb)["routed_port"]
+    new = 8000 if old == 8001 else 8001
+    prestart(sb, new)
+    main_pid = sb.show(f"ernie-vllm@{new}.service", "MainPID")
     # slow while nginx routes to it; its streams then finish at full speed while it drains
-    slow = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", main_pid, "0.9", "/etc/nginx/ernie-ops/upstream.conf", "8000"])
+    slow = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", main_pid, "0.9", "/etc/nginx/ernie-ops/upstream.conf", str(new)])
     load = Load(sb, streams=2, plain_threads=2)
     try:
-        code, res = cli_json(sb, "cutover", "8000", "--canary", "50")
+        code, res = cli_json(sb, "cutover", str(new), "--canary", "50")
     finally:
         bench, plain = load.finish()
         sandbox.Sandbox.signal_spawned(slow, signal.SIGINT)
@@ -324,16 +326,19 @@ def test_a_slowed_canary_is_rolled_back_by_the_gate(sb):
     assert "ttft" in res["error"] or "itl" in res["error"], res["error"]
     assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
     st = status(sb)
-    assert st["routed_port"] == 8001 and st["ok"] and st["rollout"] is None, st
-    assert sb.show("ernie-vllm@8000.service", "ActiveState") == "inactive"
+    assert st["routed_port"] == old and st["ok"] and st["rollout"] is None, st
+    assert sb.show(f"ernie-vllm@{new}.service", "ActiveState") == "inactive"
+    assert not any("still had" in w for w in res["warnings"]), res["warnings"]  # drained, not cut off at the bound
     journal = sb.run("journalctl -t ernie-ops --no-pager -o cat").stdout
     assert "canary 1/1: FAIL after" in journal and "rollback: canary 1/1 (50%) failed the gate" in journal, journal[-2000:]
 
 
 def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_rerun(sb):
-    prestart(sb, 8000)
+    old = status(sb)["routed_port"]
+    new = 8000 if old == 8001 else 8001
+    prestart(sb, new)
     load = Load(sb, streams=2, plain_threads=2)
-    cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", "8000", "--bake", "20s"])
+    cut = sb.spawn([PY, "-m", "ernie_ops", "cutover", str(new), "--bake", "20s"])
     try:
         for line in cut.stderr:
             if "verify" in line:
@@ -345,10 +350,10 @@ def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_reru
         mid = cli_json(sb, "status")
         assert mid[0] == 1, mid  # a problem: nobody watches
         st = mid[1]
-        assert st["rollout"]["phase"] == "bake" and not st["rollout"]["watched"] and st["routed_port"] == 8000, st
-        assert any("nobody watching" in p and "ernie-ops cutover 8000" in p for p in st["problems"]), st["problems"]
+        assert st["rollout"]["phase"] == "bake" and not st["rollout"]["watched"] and st["routed_port"] == new, st
+        assert any("nobody watching" in p and f"ernie-ops cutover {new}" in p for p in st["problems"]), st["problems"]
         assert {i["port"]: i["unit"] for i in st["instances"]} == {8000: "active", 8001: "active"}  # the old one still warm
-        code, res = cli_json(sb, "cutover", "8000")  # the same command again
+        code, res = cli_json(sb, "cutover", str(new))  # the same command again
     finally:
         if cut.poll() is None:
             cut.kill()
@@ -358,7 +363,7 @@ def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_reru
     assert names[0] == "take over" and "bake" in names and names[-2:] == ["drain", "stop"], names
     assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
     st = status(sb)
-    assert st["routed_port"] == 8000 and st["ok"] and st["rollout"] is None, st
-    assert {i["port"]: i["unit"] for i in st["instances"]} == {8000: "active", 8001: "inactive"}
+    assert st["routed_port"] == new and st["ok"] and st["rollout"] is None, st
+    assert {i["port"]: i["unit"] for i in st["instances"]} == {new: "active", old: "inactive"}
     hist = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)
-    assert hist["active_port"] == 8000 and hist["history"][-1]["plan"] == "bake 20s", hist["history"][-1]
+    assert hist["active_port"] == new and hist["history"][-1]["plan"] == "bake 20s", hist["history"][-1]
