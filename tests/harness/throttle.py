@@ -6,8 +6,8 @@ The e2e sandbox's cgroup2 has no controllers (systemd's CPUQuota= is not enforce
 in for `systemctl set-property ernie-vllm@PORT CPUQuota=10%` on a real host.
 
 As a program (inside a sandboxed host): python throttle.py MAIN_PID SHARE [UPSTREAM_FILE PORT] -> until SIGINT/
-SIGTERM, or (with UPSTREAM_FILE and PORT) until nginx's include no longer routes to PORT: slow while it takes
-traffic, then its in-flight streams finish at full speed while it drains (else a drain of streams 10x slower
+SIGTERM, or (with UPSTREAM_FILE and PORT) until nginx's include routed to PORT and then no longer does: slow
+while it takes traffic, then its in-flight streams finish at full speed while it drains (else a drain of streams 10x slower
 than usual runs past the cutover's drain bound). MAIN_PID is the unit's MainPID (the launcher); its child is
 the API server, whose descendants are slowed.
 """
@@ -36,8 +36,13 @@ def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
 
+    took_traffic = False
     try:
-        while not stop.is_set() and routed():
+        while not stop.is_set():
+            now = routed()
+            if took_traffic and not now:
+                break  # it was routed and is no more: its streams finish at full speed while it drains
+            took_traffic = took_traffic or now
             send(signal.SIGSTOP)
             time.sleep(0.1 * share)
             send(signal.SIGCONT)

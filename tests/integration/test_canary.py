@@ -160,6 +160,7 @@ def test_a_sticky_split_keeps_each_api_key_on_one_side_and_a_plain_one_spreads(s
     before = site.ng.upstream_file.read_text()
     try:
         gw.split(routed, other, 50, "api_key")
+        time.sleep(1.0)  # right after a reload, old workers (the previous config) may still take a connection
         seen: dict[str, set[str]] = {}
         with httpx.Client(timeout=5) as c:
             for i in range(60):
@@ -170,6 +171,7 @@ def test_a_sticky_split_keeps_each_api_key_on_one_side_and_a_plain_one_spreads(s
         assert all(len(v) == 1 for v in seen.values()), seen  # each key stayed on one side
         assert len(set().union(*seen.values())) == 2, seen  # and the keys are spread over both
         gw.split(routed, other, 50)
+        time.sleep(1.0)
         with httpx.Client(timeout=5) as c:
             one_key = {
                 c.get(f"{site.ng.url}/v1/models", headers={"Authorization": "Bearer k"}).headers["x-ernie-upstream"] for _ in range(20)
