@@ -114,7 +114,8 @@ def to_reject(site: Site, repeat: int) -> list[dict]:
         row = {"outcome": res.outcome, "why": (res.error or "")[:160]}
         if judged:
             v = judged["verdict"]
-            row.update(canary=v["canary"], baseline=v["baseline"])
+            ttft = next((c for c in v["checks"] if c["name"].startswith("ttft")), {})
+            row.update(canary=v["canary"], baseline=v["baseline"], ttft=f"{ttft.get('result')}: {ttft.get('detail')}")
         out.append(row)
         print(f"  2x canary: {row}")
     return out
@@ -143,6 +144,7 @@ def main() -> None:
     print("\n3. a ~2x slower canary, default SLO (p99, 1.5x, 95%): what the gate had at its verdict")
     for r in reject:
         print(f"   {r['outcome']}: canary {r.get('canary')} | baseline {r.get('baseline')}")
+        print(f"      its ttft check then: {r.get('ttft')}")
 
 
 if __name__ == "__main__":
