@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -199,8 +200,12 @@ def cmd_cutover(args: argparse.Namespace) -> int:
             raise UsageError("name the instance to route to: ernie-ops cutover PORT (or --promote / --abort)")
         plan = _plan(cfg, args)
         job = cutover.Cutover(cfg, args.port, source=args.source, timeouts=timeouts, dry_run=args.dry_run, on_step=on_step, plan=plan)
-        if plan.watched and not args.json:
-            err_console.print(f"plan: {plan.describe()}")
+        if plan.watched:
+            from ernie_ops import rollout
+
+            rollout.abort_on_signals(Path(cfg.paths.state_dir))  # Ctrl-C during the watch = --abort
+            if not args.json:
+                err_console.print(f"plan: {plan.describe()} (Ctrl-C rolls back)")
         result = job.run()
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))

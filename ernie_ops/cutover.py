@@ -164,6 +164,7 @@ class Cutover:
             return self._fail("aborted", exc)
 
         if self.plan.watched and source is not None:
+            rollout_file.take_request(self.state_dir)  # a request left from an earlier rollout is not for this one
             record = rollout.start_record(self, source, self.plan)
             return rollout.Watch(self, record, self.meter_factory).run()
         if self.plan.watched:

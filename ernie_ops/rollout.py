@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import syslog
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ernie_ops import rollout_file, slo
@@ -84,6 +86,22 @@ class Plan:
         if self.bake_seconds:
             parts.append(f"bake {self.bake_seconds:g}s")
         return " then ".join(parts) or "no watch"
+
+
+def abort_on_signals(state_dir: Path) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM while a cutover watches: roll back at the next evaluation, as `--abort` would;
+    a second one interrupts at once (the rollout then stays for `status` and `--abort`, like a kill). Before the
+    watch has begun (start, gate) it interrupts as it always did."""
+
+    def ask(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if not (state_dir / rollout_file.FILE).exists():
+            raise KeyboardInterrupt  # the watch has not begun: interrupt as without a watch
+        rollout_file.request(state_dir, "abort")
+
+    signal.signal(signal.SIGINT, ask)
+    signal.signal(signal.SIGTERM, ask)
 
 
 def journal(message: str) -> None:

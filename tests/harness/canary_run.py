@@ -34,6 +34,7 @@ def main() -> None:
         res = cutover.end_rollout(cfg, a.action, host=host, on_step=on_step)
     else:
         plan = rollout.Plan(rollout.parse_steps(a.canary) if a.canary else [], rollout.parse_duration(a.bake))
+        rollout.abort_on_signals(Path(cfg.paths.state_dir))  # as `ernie-ops cutover` does
         res = cutover.Cutover(cfg, a.port, host=host, plan=plan, on_step=on_step).run()
     print(json.dumps(res.as_dict()))
 

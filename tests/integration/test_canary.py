@@ -271,3 +271,20 @@ def test_promote_from_another_shell_is_carried_out_by_the_running_cutover(site):
     assert res.ok and res.outcome == "promoted" and watcher["outcome"] == "promoted", (res, watcher)
     assert "promote" in [s["name"] for s in watcher["steps"]]
     assert site.routed() == {site.a: 1} and site.host().unit_state(site.b) == "inactive"
+
+
+def test_ctrl_c_during_the_watch_rolls_back_like_abort(site):
+    routed = next(iter(site.routed()))
+    other = site.b if routed == site.a else site.a
+    run_proc = _spawn(site, other, "--canary", "50", "--bake", "300")
+    try:
+        _wait_line(run_proc, "canary 1/1: 50%")
+        run_proc.send_signal(signal.SIGINT)
+        out, _ = run_proc.communicate(timeout=60)
+    finally:
+        if run_proc.poll() is None:
+            run_proc.kill()
+    res = json.loads(out)
+    assert res["outcome"] == "rolled-back" and "aborted" in res["error"], res
+    assert site.routed() == {routed: 1} and site.host().unit_state(other) == "inactive"
+    assert rollout_file.load(Path(site.cfg.paths.state_dir)) is None

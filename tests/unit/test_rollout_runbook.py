@@ -390,3 +390,25 @@ def test_a_kill_during_an_ending_is_finished_by_the_rerun_never_watched_again(cf
     take_over = next(d for d in history(cfg)["decisions"] if d["what"] == "take over")
     assert "finishing the rollback" in take_over["text"] if outcome == "rolled-back" else "finishing the promotion" in take_over["text"]
     assert rollout_file.load(Path(cfg.paths.state_dir)) is None
+
+
+def test_ctrl_c_during_a_watch_asks_for_an_abort_and_a_second_one_interrupts(tmp_path):
+    import os
+    import signal
+
+    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        rollout_file.save(tmp_path, rollout_file.Rollout(target=NEW, source=OLD, steps=[5], bake_seconds=0))
+        rollout.abort_on_signals(tmp_path)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert rollout_file.take_request(tmp_path) == "abort"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        rollout_file.clear(tmp_path)
+        rollout.abort_on_signals(tmp_path)
+        with pytest.raises(KeyboardInterrupt):  # no watch yet (start, gate): an interrupt as before
+            os.kill(os.getpid(), signal.SIGINT)
+        assert rollout_file.take_request(tmp_path) is None
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
