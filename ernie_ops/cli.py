@@ -96,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--phases", action="store_true", help="only the launcher's phase lines, not vLLM's")
     lg.set_defaults(func=cmd_logs)
 
+    tp = sub.add_parser("top", help="live: each instance's req/s, queue, KV cache, TTFT, errors over a sliding window")
+    tp.add_argument("--window", type=float, default=10.0, help="seconds the numbers cover (deltas of vLLM's counters)")
+    tp.add_argument("--interval", type=float, default=1.0, help="seconds between frames")
+    tp.add_argument("--once", action="store_true", help="one frame (two scrapes --interval apart), then exit")
+    tp.add_argument("--json", action="store_true", help="with --once: the frame as JSON")
+    tp.set_defaults(func=cmd_top)
+
     st = sub.add_parser("status", help="instances, health, load, and where nginx routes")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_status)
@@ -307,6 +314,29 @@ def cmd_logs(args: argparse.Namespace) -> int:
         os.execvp(argv[0], argv)
     except FileNotFoundError:
         raise ErnieOpsError("journalctl not found: logs are in the systemd journal") from None
+    return EXIT_OK
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    import httpx
+
+    from ernie_ops import top, top_view
+
+    cfg = config.load(args.config)
+    if args.window <= 0 or args.interval <= 0 or args.interval > args.window:
+        raise UsageError("--window and --interval must be positive, and --interval at most --window")
+    if args.json and not args.once:
+        raise UsageError("--json prints one frame: use it with --once")
+    with httpx.Client() as client:
+        frames = top.frames(cfg, args.window, args.interval, client)
+        if args.once:
+            frame = next(frames)
+            if args.json:
+                print(json.dumps(frame.as_dict(), indent=2))
+            else:
+                out_console.print(top_view.render(frame))
+            return EXIT_OK
+        top_view.live(frames, out_console)
     return EXIT_OK
 
 

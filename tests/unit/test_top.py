@@ -1,0 +1,97 @@
+"""`ernie-ops top`'s frames from real vLLM metric text (the same template as test_canary_gate), on a fake
+clock: numbers are deltas over the window, never lifetime totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ernie_ops import config, top, top_view
+from tests.unit.test_canary_gate import METRICS
+
+GAUGES = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="m"}} {running}
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="m"}} 0.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.25
+"""
+
+
+def text(fast=0, total=0, ok=0, error=0, start=1000.0, running=1) -> str:
+    """`fast` requests with TTFT <= 0.1 s of `total`; the rest slower."""
+    return METRICS.format(a=fast, b=total, ok=ok, abort=0, error=error, start=start) + GAUGES.format(running=running)
+
+
+class Feed:
+    def __init__(self, texts: dict[int, list[str | None]]):
+        self.texts, self.now = texts, 0.0
+
+    def scrape(self, port: int) -> str | None:
+        return self.texts[port].pop(0)
+
+    def clock(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> config.Config:
+    return config.parse(f"instances: [{{port: 8000}}, {{port: 8001}}]\ngateway:\n  access_log: null\npaths:\n  state_dir: {tmp_path}\n")
+
+
+def run(cfg, feed: Feed, times: list[float], window: float = 10.0) -> top.Frame:
+    s = top.Sampler(cfg, window, feed.scrape, feed.clock)
+    for t in times:
+        feed.now = t
+        s.sample()
+    return s.frame({8000: 100.0})
+
+
+def test_rates_and_quantiles_cover_the_window_not_the_lifetime(cfg):
+    # 1000 slow requests before the window; 20 fast ones in it, 2 of them failed
+    feed = Feed({8000: [text(0, 1000, ok=1000), text(20, 1020, ok=1018, error=2)], 8001: [None, None]})
+    f = run(cfg, feed, [0.0, 10.0])
+    a, b = f.instances
+    assert a.up and a.share == 100.0 and a.requests == 20 and a.rps == pytest.approx(2.0)
+    assert a.ttft_p99 is not None and a.ttft_p99 <= 0.1  # the lifetime p99 would be in the slow bucket
+    assert a.error_share == pytest.approx(0.1) and a.running == 1 and a.kv_cache == 0.25
+    assert not b.up and b.note == "does not answer /metrics" and b.share is None
+
+
+def test_old_scrapes_leave_the_window(cfg):
+    feed = Feed({8000: [text(0, 0), text(100, 100, ok=100), text(110, 110, ok=110)], 8001: [None] * 3})
+    f = run(cfg, feed, [0.0, 5.0, 16.0])  # the window starts at the newest scrape at least 10 s old: t=5
+    assert f.instances[0].seconds == pytest.approx(11.0) and f.instances[0].requests == 10
+
+
+def test_a_restart_in_the_window_is_said_not_read_as_negative_traffic(cfg):
+    feed = Feed({8000: [text(50, 50, ok=50), text(3, 3, ok=3, start=2000.0)], 8001: [None, None]})
+    f = run(cfg, feed, [0.0, 1.0])
+    assert f.instances[0].rps is None and f.instances[0].note.startswith("restarted")
+
+
+def test_the_frame_fits_80_columns(cfg):
+    feed = Feed({8000: [text(0, 0), text(20, 20, ok=20)], 8001: [None, None]})
+    console = Console(width=80, record=True)
+    console.print(top_view.render(run(cfg, feed, [0.0, 1.0])))
+    out = console.export_text()
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert "8000" in out and "20.0" in out and "down" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["top", "--json"], "--json prints one frame: use it with --once"),
+        (["top", "--interval", "5", "--window", "2"], "--interval at most --window"),
+    ],
+)
+def test_top_mistakes_are_sentences(tmp_path, capsys, argv, said):
+    from ernie_ops import cli
+
+    cfg_file = tmp_path / "ernie.yaml"
+    cfg_file.write_text("gateway:\n  url: http://127.0.0.1:9\n")
+    assert cli.main(["--config", str(cfg_file), *argv]) == 2
+    assert said in capsys.readouterr().err
