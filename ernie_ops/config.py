@@ -138,6 +138,16 @@ class HealthConfig(_Section):
     smoke_timeout_seconds: float = Field(60.0, gt=0.0, le=3600.0)
 
 
+def steps_problem(steps: list[int]) -> str | None:
+    """Why canary steps are not percentages rising between 1 and 99; None when they are (config and --canary)."""
+    for a, b in zip([0, *steps], steps, strict=False):
+        if not 0 < b < 100:
+            return f"step {b}% is not between 1 and 99 (100% comes after the last step by itself)"
+        if b <= a:
+            return f"steps must rise: {b}% after {a}%"
+    return None
+
+
 class SloConfig(_Section):
     """What a canary (or a baking new instance) must keep, judged per instance from deltas of its own counters
     and histograms in the same window as the baseline's. A quantile limit is judged as a share: "p99 <= T" holds
@@ -176,11 +186,8 @@ class CutoverConfig(_Section):
     @field_validator("canary_steps")
     @classmethod
     def _steps_rise(cls, steps: list[int]) -> list[int]:
-        for a, b in zip([0, *steps], steps, strict=False):
-            if not 0 < b < 100:
-                raise ValueError(f"step {b}% is not between 1 and 99 (100% comes after the last step by itself)")
-            if b <= a:
-                raise ValueError(f"steps must rise: {b}% after {a}%")
+        if (problem := steps_problem(steps)) is not None:
+            raise ValueError(problem)
         return steps
 
 

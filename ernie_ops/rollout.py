@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ernie_ops import rollout_file, slo
+from ernie_ops.config import steps_problem
 from ernie_ops.errors import UsageError
 from ernie_ops.rollout_file import Rollout
 from ernie_ops.watch import Meter, RealMeter, Windows
@@ -63,9 +64,8 @@ def parse_steps(text: str) -> list[int]:
         steps = [int(p) for p in text.replace("%", "").split(",") if p.strip()]
     except ValueError:
         raise UsageError(f"'{text}' is not a list of percentages; write e.g. --canary 5,25,50") from None
-    for a, b in zip([0, *steps], steps, strict=False):
-        if not 0 < b < 100 or b <= a:
-            raise UsageError(f"--canary {text}: steps must rise between 1 and 99 percent (100% follows the last step by itself)")
+    if steps_problem(steps) is not None:
+        raise UsageError(f"--canary {text}: steps must rise between 1 and 99 percent (100% follows the last step by itself)")
     return steps
 
 
@@ -181,11 +181,8 @@ class Watch:
             r.phase_started = self.host.wall()
             r.bake_until = self.host.wall() + r.bake_seconds
         self._save()
-        try:
-            self.cut._step("switch", self.cut._switch)
-            self.cut._step("verify", self.cut._verify)
-        except Exception as exc:
-            return self._roll_back(f"switching all traffic to {r.target} failed: {exc}")
+        if (failed := self._switch_all()) is not None:
+            return failed
         if r.bake_until is None:
             r.bake_until = self.host.wall() + r.bake_seconds
         self._save()
@@ -197,14 +194,19 @@ class Watch:
 
     def _end_early(self, outcome: str) -> CutoverResult:
         if outcome == "promote":
-            if self.r.phase == "canary":
-                try:
-                    self.cut._step("switch", self.cut._switch)
-                    self.cut._step("verify", self.cut._verify)
-                except Exception as exc:
-                    return self._roll_back(f"switching all traffic to {self.r.target} failed: {exc}")
+            if self.r.phase == "canary" and (failed := self._switch_all()) is not None:
+                return failed
             return self._promote()
         return self._roll_back(outcome)
+
+    def _switch_all(self) -> CutoverResult | None:
+        """All traffic to the target (the cutover's switch + verify); on a failure, the rollback's result."""
+        try:
+            self.cut._step("switch", self.cut._switch)
+            self.cut._step("verify", self.cut._verify)
+        except Exception as exc:
+            return self._roll_back(f"switching all traffic to {self.r.target} failed: {exc}")
+        return None
 
     # -- watching --------------------------------------------------------------------------
     def _first_tick(self) -> Windows:
@@ -328,13 +330,16 @@ class Watch:
         res.error = f"{reason}; then routing back to {self.r.source} failed: {exc}"
         res.traffic = self.cut._serving_port()
         res.where = self.cut._where() + "; both instances run; fix nginx, then `ernie-ops cutover --abort`"
-        self.cut.result.source = self.r.source
-        self.cut._record(extra={"plan": Plan(self.r.steps, self.r.bake_seconds, self.r.sticky).describe(), "decisions": self.r.decisions})
+        self._record()
         return res
 
-    def _finish(self) -> None:
+    def _record(self) -> None:
+        """The outcome, the plan and every decision to state.json's history."""
         self.cut.result.source = self.r.source
         self.cut._record(extra={"plan": Plan(self.r.steps, self.r.bake_seconds, self.r.sticky).describe(), "decisions": self.r.decisions})
+
+    def _finish(self) -> None:
+        self._record()
         rollout_file.clear(self.state_dir)
 
 

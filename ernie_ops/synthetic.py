@@ -54,9 +54,7 @@ class SyntheticLoad:
             self._thread.join(timeout=5)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self.quiet()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._client.close()
 

@@ -185,10 +185,7 @@ def test_a_sticky_split_keeps_each_api_key_on_one_side_and_a_plain_one_spreads(s
 def test_a_cutover_killed_mid_canary_is_flagged_and_a_rerun_takes_it_over(site):
     run_proc = _spawn(site, site.b, "--canary", "50", "--bake", "5")
     try:
-        _wait_line(run_proc, "canary 1/1: 50%")
-        time.sleep(1.0)
-        run_proc.send_signal(signal.SIGKILL)
-        run_proc.wait(timeout=10)
+        _kill_after(run_proc, "canary 1/1: 50%")
         st = status.collect(site.cfg, unit_state=_units(site))
         assert st.split == {site.a: 50.0, site.b: 50.0} and st.rollout and not st.rollout["watched"], st
         assert any("nobody watching" in p and f"ernie-ops cutover {site.b}" in p for p in st.problems), st.problems
@@ -205,10 +202,7 @@ def test_a_cutover_killed_mid_canary_is_flagged_and_a_rerun_takes_it_over(site):
 def test_a_cutover_killed_mid_bake_is_ended_by_abort(site):
     run_proc = _spawn(site, site.a, "--bake", "300")
     try:
-        _wait_line(run_proc, "verify:")
-        time.sleep(1.0)
-        run_proc.send_signal(signal.SIGKILL)
-        run_proc.wait(timeout=10)
+        _kill_after(run_proc, "verify:")
         st = status.collect(site.cfg, unit_state=_units(site))
         assert st.rollout["phase"] == "bake" and not st.rollout["watched"] and st.routed_port == site.a, st
         res = cutover.end_rollout(site.cfg, "abort", host=site.host())
@@ -244,6 +238,14 @@ def _wait_line(proc: subprocess.Popen, text: str, timeout: float = 120) -> None:
         if text in line:
             return
     raise AssertionError(f"no {text!r} from the cutover: {''.join(seen)[-3000:]}")
+
+
+def _kill_after(proc: subprocess.Popen, text: str) -> None:
+    """SIGKILL the cutover a second after it printed `text` (that phase is under way)."""
+    _wait_line(proc, text)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
 
 
 def _wait_for(cond, timeout: float) -> None:
