@@ -228,7 +228,12 @@ class Watch:
         """Wait one interval and measure. A promote/abort request from another shell ends the watch: returned
         as what the watch returns ('promote', or the reason to roll back)."""
         self.host.sleep(self.co.interval_seconds)
-        w.add(self.meter.tick())
+        tick = self.meter.tick()
+        w.add(tick)
+        if tick.problem is not None and not any(tick.problem in x for x in self.cut.result.warnings):
+            # said once: the gate then judges errors from vLLM's counters and its own requests only
+            self.cut.result.warnings.append(f"{tick.problem}; errors are judged from vLLM's counters only")
+            journal(f"cutover {self.r.source} -> {self.r.target}: {tick.problem}")
         asked = rollout_file.take_request(self.state_dir)
         if asked is None:
             return None

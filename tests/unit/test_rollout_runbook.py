@@ -63,6 +63,7 @@ class FakeMeter:
     counts: dict[int, dict] = field(default_factory=dict)
     wanted: dict[int, bool] = field(default_factory=dict)
     synthetic_rate: float = 10.0
+    problem: str | None = None
     closed: bool = False
     quieted: bool = False
 
@@ -87,7 +88,7 @@ class FakeMeter:
                 continue
             hist = Histogram(tuple(c["ttft"].items()))
             scrapes[port] = Scrape(1000.0 + port, hist, hist, {"stop": c["ok"], "error": c["error"]})
-        return Tick(self.host.now, scrapes, out)
+        return Tick(self.host.now, scrapes, out, self.problem)
 
     def want(self, port: int, on: bool) -> None:
         assert not self.quieted, "synthetic requests asked for after the watch ended"
@@ -412,3 +413,15 @@ def test_ctrl_c_during_a_watch_asks_for_an_abort_and_a_second_one_interrupts(tmp
     finally:
         signal.signal(signal.SIGINT, saved[0])
         signal.signal(signal.SIGTERM, saved[1])
+
+
+def test_an_unreadable_access_log_is_said_once_and_the_gate_goes_on(cfg):
+    host = SplitHost()
+    said = "cannot read the gateway's access log /var/log/nginx/ernie-ops.access.log (gateway.access_log): Permission denied"
+
+    def factory(ports):
+        return FakeMeter(host, {OLD: Behaviour(), NEW: Behaviour()}, problem=said)
+
+    res = cutover.Cutover(cfg, NEW, host=host, plan=rollout.Plan([5], 0), meter_factory=factory).run()
+    assert res.ok and res.outcome == "promoted", res
+    assert [w for w in res.warnings if "access log" in w] == [f"{said}; errors are judged from vLLM's counters only"]
