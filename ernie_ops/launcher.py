@@ -41,6 +41,7 @@ STARTUP_KILL_GRACE = 5.0  # a loading engine ignores SIGTERM (measured > 90 s): 
 MAX_TMPDIR_LEN = 107 - 1 - 36
 OUTPUT_DRAIN_SECONDS = 2.0  # after the group died: its last output lines still in the pipe
 REAP_GRACE_SECONDS = 3.0  # after the engine died: time for its leftovers to end by themselves (see _reap)
+EXIT_REAP_SECONDS = 0.5  # after a failed probe: time for a dying engine's exit to become visible (see _exited_meanwhile)
 MODEL_ROLE_COMMAND = "ansible-playbook site.yml --tags model"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)  # SIGABRT: systemd's WatchdogSignal
 
@@ -268,12 +269,23 @@ class Launcher:
                     if not healthy:
                         self._status("engine answers /health again; watchdog pings resumed")
                     healthy = True
+                elif self._exited_meanwhile():
+                    return self._engine_died("while serving")
                 elif healthy:
                     healthy = False
                     log.warning("[serve %s] /health does not answer: withholding watchdog pings", self.port)
                     self._notify("STATUS=engine does not answer /health; watchdog pings withheld")
                 self._track_shm()
                 self._sleep_while_running(interval)
+
+    def _exited_meanwhile(self) -> bool:
+        """A failed probe may be the engine dying: its socket closes a moment before its exit can be reaped
+        (seen in e2e: a kill -9 was first logged as 'withholding watchdog pings'). Give it that moment."""
+        try:
+            self.proc.wait(timeout=EXIT_REAP_SECONDS)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _sleep_while_running(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -90,16 +90,18 @@ def test_killed_and_frozen_engines_are_restarted(sb):
     """kill -9 of 8001's engine: the launcher exits non-zero, Restart=on-failure. SIGSTOP of 8000's engine:
     the launcher withholds its watchdog pings and systemd kills and restarts it after WatchdogSec."""
     sb.systemctl("start", OTHER)  # returns at once if it is already serving (started by the test before)
-    sb.run(["kill", "-STOP", str(engine_pid(sb, UNIT))])
-    sb.run(["kill", "-9", str(engine_pid(sb, OTHER))])
-    took = wait_restarted(sb, [UNIT, OTHER])
-    print(f"\nkill -9 engine -> active again after {took[OTHER]:.1f}s; SIGSTOP engine -> watchdog restart after {took[UNIT]:.1f}s")
-    killed, frozen = sb.journal(OTHER), sb.journal(UNIT)
-    assert "without being asked to stop" in killed, killed[-3000:]
-    assert "withholding watchdog pings" in frozen and "watchdog timeout" in frozen.lower(), frozen[-3000:]
-    assert "withholding watchdog pings" not in killed and "without being asked to stop" not in frozen  # each its own reason
-    assert completion(sb)["choices"] and completion(sb, base="http://127.0.0.1:8001")["choices"]
-    sb.systemctl("stop", OTHER, timeout=120)
+    try:
+        sb.run(["kill", "-STOP", str(engine_pid(sb, UNIT))])
+        sb.run(["kill", "-9", str(engine_pid(sb, OTHER))])
+        took = wait_restarted(sb, [UNIT, OTHER])
+        print(f"\nkill -9 engine -> active again after {took[OTHER]:.1f}s; SIGSTOP engine -> watchdog restart after {took[UNIT]:.1f}s")
+        killed, frozen = sb.journal(OTHER), sb.journal(UNIT)
+        assert "without being asked to stop" in killed, killed[-3000:]
+        assert "withholding watchdog pings" in frozen and "watchdog timeout" in frozen.lower(), frozen[-3000:]
+        assert "withholding watchdog pings" not in killed and "without being asked to stop" not in frozen  # each its own reason
+        assert completion(sb)["choices"] and completion(sb, base="http://127.0.0.1:8001")["choices"]
+    finally:
+        sb.systemctl("stop", OTHER, timeout=120)  # the next test counts every process left: 8001 must be gone
 
 
 def test_stop_mid_stream_drains_and_leaves_nothing(sb):

@@ -7,6 +7,8 @@ line). STUB_MODE selects the fault:
   completion-500     completions fail with HTTP 500
   ignore-term        ignores SIGTERM and never opens its port (a loading engine, measured > 90 s)
   exit0-after-ready  serves, then exits 0 one second after its first completion (EngineDeadError case)
+  close-then-exit    serves, one second after its first completion closes its port, exits 1 0.3 s later
+                     (a killed engine: its socket is gone a moment before its exit can be reaped)
   fail-after-ready   the first completion (the launcher's READY gate) works, later ones get HTTP 500
   slow-after-ready   the first completion works, later ones hang for 60 s (a smoke-test time-out)
   deaf-serving       serves normally but ignores SIGTERM (a drain that never ends)
@@ -76,6 +78,8 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"choices": [{"index": 0, "text": "hi", "finish_reason": "length"}]})
         if MODE == "exit0-after-ready":
             threading.Timer(1.0, lambda: os._exit(0)).start()
+        if MODE == "close-then-exit":
+            threading.Timer(1.0, server.shutdown).start()
 
 
 if MODE == "deaf-serving":
@@ -86,4 +90,8 @@ if MODE == "ignore-term":
     while True:
         time.sleep(1)
 
-ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+server.serve_forever()
+server.server_close()  # only after shutdown(): close-then-exit
+time.sleep(0.3)
+os._exit(1)

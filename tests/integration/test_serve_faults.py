@@ -130,6 +130,22 @@ def test_engine_exit_zero_after_ready_is_a_failure(short_tmp, stub_venv, tiny_mo
         sp.stop()
 
 
+def test_an_engine_whose_port_closes_before_it_exits_is_reported_as_died(short_tmp, stub_venv, tiny_model_dir):
+    """A kill -9 closes the engine's socket a moment before its exit can be reaped; a probe in between used to
+    log 'withholding watchdog pings' (seen in e2e). The stub makes that moment 0.3 s, probes run every 0.1 s."""
+    port = free_port()
+    cfg = write_config(short_tmp / "ernie.yaml", tiny_model_dir, [port], short_tmp / "cache", vllm={"accelerator": "gpu"})
+    sp = serve_proc.start(cfg, port, short_tmp, watchdog_usec=300_000, python=str(stub_venv / "bin" / "python"),
+                          extra_env={"STUB_MODE": "close-then-exit"})  # fmt: skip
+    try:
+        sp.wait_ready(timeout=30)
+        assert sp.proc.wait(timeout=30) == 1
+        assert "engine exited with code 1 while serving without being asked to stop" in sp.log, sp.log
+        assert "withholding watchdog pings" not in sp.log, sp.log
+    finally:
+        sp.stop()
+
+
 def test_missing_model_is_exit_2_before_anything_starts(short_tmp, stub_venv):
     sp = start_stub(short_tmp, stub_venv, short_tmp / "no-such-model", "ok")
     try:
