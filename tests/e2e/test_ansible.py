@@ -74,6 +74,27 @@ def docs_vars(kb: Path) -> dict:
     return {"ernie_chat_documents": [{"collection": "handbook", "src": str(kb)}]}
 
 
+HR_EXPORT = (
+    "user_name,employee_number,display_name,department,title,manager,start_date\n"
+    "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07\n"
+    "li.na,E0007,李娜,研发部,经理,,2019-03-01\n"
+)
+HR_TOKEN = "e2e.hr-Token_1"
+
+
+@pytest.fixture(scope="module")
+def hr(fleet) -> dict:
+    """The HR system's token and export for the chat role (the export a copy: the last test breaks it)."""
+    export = fleet.workdir / "hr-export.csv"
+    export.write_text(HR_EXPORT, encoding="utf-8")
+    return {"ernie_chat_hr_token": HR_TOKEN, "ernie_chat_hr_export_src": str(export)}
+
+
+def settled(kb: Path, hr: dict) -> dict:
+    """Every variable the operator has set once the chat settings changed: a run with these changes nothing."""
+    return dict(ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb), **hr)
+
+
 def docs_on(sb: sandbox.Sandbox) -> dict[str, str]:
     """{document name: sha256} of the host's `handbook` collection, read through the CLI."""
     listed = json.loads(sb.run(f"{CLI} docs list -c handbook --json").stdout)
@@ -151,44 +172,10 @@ WATCHED = {
 }
 
 
-def test_upgrade_yml_rolls_a_new_model_version_without_losing_a_request(fleet, first_run):
-    assert first_run.rc == 0, "needs the first run"
-    benches = {name: _bench(sb) for name, sb in fleet.hosts.items()}
-    time.sleep(3)
-    try:
-        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_cutover=WATCHED)
-    finally:
-        time.sleep(2)
-        for p in benches.values():
-            sandbox.Sandbox.signal_spawned(p, signal.SIGINT)
-        reports = {}
-        for name, p in benches.items():
-            out, err = p.communicate(timeout=300)
-            assert out.strip(), f"{name}: bench printed no report: {err[-2000:]}"
-            reports[name] = json.loads(out)
-    print(f"\nupgrade.yml on 2 hosts (serial 1): {up.seconds:.0f} s; recap {up.recap()}")
-    for name, rep in reports.items():
-        print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['upstreams']}")
-    assert up.rc == 0, up.output[-8000:]
-    for name, sb in fleet.hosts.items():
-        rep = reports[name]
-        assert rep["failed"] == 0 and rep["cut"] == 0, (name, rep)
-        assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(rep["upstreams"]), (name, rep["upstreams"])
-        st = json.loads(sb.run([CLI, "status", "--json"]).stdout)
-        assert st["routed_port"] == 8001 and st["ok"], st
-        assert sb.run("readlink /srv/models/ernie-tiny/current").stdout.strip() == "tiny-v2"
-        assert sb.systemctl("is-enabled", "ernie-vllm@8001.service", check=False).stdout.strip() == "enabled"
-        assert sb.systemctl("is-enabled", "ernie-vllm@8000.service", check=False).stdout.strip() == "disabled"
-        last = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)["history"][-1]
-        judged = [(d["what"], d["verdict"]["result"]) for d in last["decisions"] if "verdict" in d]
-        print(f"  {name}: {last['plan']}: {judged}")
-        assert last["outcome"] == "promoted" and judged == [("canary 1/1", "pass"), ("bake", "pass")], last
-    assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
-    assert all(h["failed"] == 0 for h in up.recap().values())
-
-
 VLLM_CHANGED = {**provision.host_vars()["ernie_ops_vllm"], "max_model_len": 1536}
 CHAT_CHANGED = {"app_name": "ERNIE Support"}
+ROUTED, SPARE = 8001, 8000  # after the upgrade below
+ROUTED_UNIT = f"ernie-vllm@{ROUTED}.service"
 
 
 def _start_stamp(sb: sandbox.Sandbox, unit: str) -> str:
@@ -206,48 +193,58 @@ def _applied(run: provision.Run) -> list[str]:
     return [line.strip() for line in run.output.splitlines() if any(m in line for m in marks)]
 
 
-def test_a_vllm_setting_change_reaches_traffic_by_a_cutover_under_load(fleet, first_run):
-    """Issue 9's bug: a changed vLLM setting on a serving host never reached traffic. Now site.yml's
-    `ernie-ops apply` sees ernie.yaml newer than the serving instance and cuts over to the spare
-    while clients that never retry (openai, max_retries=0) stream through each host's gateway."""
+def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing_a_request(fleet, first_run):
+    """upgrade.yml with a new model version and a changed vLLM setting (issue 9's bug: a changed setting on a
+    serving host never reached traffic), watched (canary step + bake), one host at a time, under load. site.yml
+    reaches the same `ernie-ops apply` through the same ernie_ops role task, so one load phase proves both."""
     assert first_run.rc == 0, "needs the first run"
     before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _served_max_model_len(sb)) for name, sb in fleet.hosts.items()}
-    clients = {
-        name: sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, "ernie-tiny", "2"]) for name, sb in fleet.hosts.items()
-    }
+    benches = {name: _bench(sb) for name, sb in fleet.hosts.items()}
     time.sleep(3)
     try:
-        run = fleet.playbook("site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED)
+        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_cutover=WATCHED)
     finally:
         time.sleep(2)
-        for p in clients.values():
+        for p in benches.values():
             sandbox.Sandbox.signal_spawned(p, signal.SIGINT)
-        loads = {name: json.loads(p.communicate(timeout=180)[0]) for name, p in clients.items()}
-    print(f"\nsite.yml with vllm.max_model_len 2048 -> 1536 under load: {run.seconds:.0f} s; recap {run.recap()}")
-    print("\n".join(_applied(run)))
-    for name, load in loads.items():
-        print(f"  {name}: openai max_retries=0: {load['ok']} ok, {load['failed']} failed {load['errors'][:3]}")
-    assert run.rc == 0, run.output[-8000:]
+        reports = {}
+        for name, p in benches.items():
+            out, err = p.communicate(timeout=300)
+            assert out.strip(), f"{name}: bench printed no report: {err[-2000:]}"
+            reports[name] = json.loads(out)
+    print(f"\nupgrade.yml (tiny-v2, vllm.max_model_len 2048 -> 1536) on 2 hosts (serial 1): {up.seconds:.0f} s; recap {up.recap()}")
+    print("\n".join(_applied(up)))
+    for name, rep in reports.items():
+        print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['upstreams']}")
+    assert up.rc == 0, up.output[-8000:]
     for name, sb in fleet.hosts.items():
-        assert loads[name]["failed"] == 0 and loads[name]["ok"] > 0, (name, loads[name])
+        rep = reports[name]
+        assert rep["failed"] == 0 and rep["cut"] == 0, (name, rep)
+        assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(rep["upstreams"]), (name, rep["upstreams"])
         st = json.loads(sb.run([CLI, "status", "--json"]).stdout)
-        assert st["routed_port"] == 8000 and st["ok"], st  # upgrade.yml left 8001 routed: the spare is 8000
-        assert before[name][1] == 2048 and _served_max_model_len(sb) == 1536, name  # the change is live
-        assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
-        assert sb.systemctl("is-enabled", "ernie-vllm@8000.service", check=False).stdout.strip() == "enabled"
-        # the chat app reads no vllm setting: left running
-        assert sb.show("ernie-chainlit.service", "MainPID") == before[name][0], name
+        assert st["routed_port"] == ROUTED and st["ok"], st
+        assert sb.run("readlink /srv/models/ernie-tiny/current").stdout.strip() == "tiny-v2"
+        assert before[name][1] == 2048 and _served_max_model_len(sb) == 1536, name  # the setting is live
+        assert sb.show(f"ernie-vllm@{SPARE}.service", "ActiveState") == "inactive"
+        assert sb.systemctl("is-enabled", ROUTED_UNIT, check=False).stdout.strip() == "enabled"
+        assert sb.systemctl("is-enabled", f"ernie-vllm@{SPARE}.service", check=False).stdout.strip() == "disabled"
+        assert sb.show("ernie-chainlit.service", "MainPID") == before[name][0], (name, "the chat app reads no vllm setting")
+        last = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)["history"][-1]
+        judged = [(d["what"], d["verdict"]["result"]) for d in last["decisions"] if "verdict" in d]
+        print(f"  {name}: {last['plan']}: {judged}")
+        assert last["outcome"] == "promoted" and judged == [("canary 1/1", "pass"), ("bake", "pass")], last
+    assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
+    assert all(h["failed"] == 0 for h in up.recap().values())
 
 
-def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run, kb):
-    """A person is logged in (Chromium in ans-a's network namespace) when the operator changes chat.app_name:
-    the app restarts (it reads its config once), the engine does not move, and the open page reconnects by
-    itself and answers the next message without a new login."""
+def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run, kb, hr):
+    """A person is logged in (Chromium in ans-a's network namespace) when the operator changes chat.app_name, adds a
+    document collection and the HR system's token and export (issue 11 item 5): the app restarts once (it reads its
+    config and chat.env once), the engine does not move, and the open page reconnects by itself and answers the next
+    message without a new login. The token lands in chat.env (0600 root) and the restarted app's environment, never
+    in the output; the export at chat.onboarding.hr.file for the app's user."""
     assert first_run.rc == 0, "needs the first run"
-    before = {
-        name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, "ernie-vllm@8000.service"))
-        for name, sb in fleet.hosts.items()
-    }
+    before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, ROUTED_UNIT)) for name, sb in fleet.hosts.items()}
     shots = ARTIFACTS / "ansible-chat"
     shots.mkdir(parents=True, exist_ok=True)
     with browser.chromium(netns_pid=fleet.hosts["ans-a"].pid) as b:
@@ -256,12 +253,11 @@ def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_
         chat.wait_ready()
         first = chat.reply(chat.send("Hello"))
         sockets = chat.sockets
-        run = fleet.playbook(
-            "site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb)
-        )
-        print(f"\nsite.yml with chat.app_name changed and a document collection: {run.seconds:.0f} s; recap {run.recap()}")
+        run = fleet.playbook("site.yml", **settled(kb, hr))
+        print(f"\nsite.yml with chat.app_name, a document collection, the HR token and export: {run.seconds:.0f} s; recap {run.recap()}")
         print("\n".join(_applied(run)))
         assert run.rc == 0, run.output[-8000:]
+        assert HR_TOKEN not in run.output, "the token was printed"
         deadline = time.monotonic() + 90
         while chat.sockets == sockets and time.monotonic() < deadline:
             chat.page.wait_for_timeout(200)
@@ -276,42 +272,46 @@ def test_a_chat_setting_change_restarts_only_the_chat_app_and_a_browser_session_
     for name, sb in fleet.hosts.items():
         assert sb.show("ernie-chainlit.service", "ActiveState") == "active"
         assert sb.show("ernie-chainlit.service", "MainPID") != before[name][0], (name, "the chat app was not restarted")
-        assert _start_stamp(sb, "ernie-vllm@8000.service") == before[name][1], (name, "the engine moved for a chat setting")
+        assert _start_stamp(sb, ROUTED_UNIT) == before[name][1], (name, "the engine moved for a chat setting")
         assert sb.run(f"{CLI} config check --json", check=False).stdout.count("ERNIE Support") == 1
         # the same run synced the collection and indexed it, as the app's user
         assert sorted(docs_on(sb)) == sorted(KB), name
         hits = json.loads(sb.run(f"{CLI} docs search 年假有多少天 -c handbook --json").stdout)
         assert hits["answerable"] and hits["hits"][0]["file"] == "leave_policy.md", (name, hits)
         assert set(sb.run("stat -c %U /var/lib/ernie-ops-chat/docs/index.sqlite*").stdout.split()) == {"ernie"}, name
+        env = sb.run("cat /etc/ernie-ops/chat.env").stdout.splitlines()
+        assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in env and any(line.startswith("CHAINLIT_AUTH_SECRET=") for line in env), name
+        assert sb.run("stat -c '%a %U' /etc/ernie-ops/chat.env").stdout.split() == ["600", "root"], name
+        assert sb.run("cat /etc/ernie-ops/hr-export.csv").stdout == HR_EXPORT, name
+        assert sb.run("stat -c '%a %U %G' /etc/ernie-ops/hr-export.csv").stdout.split() == ["640", "root", "ernie"], name
+        environ = sb.run(f"cat /proc/{sb.show('ernie-chainlit.service', 'MainPID')}/environ").stdout.split("\0")
+        assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in environ, (name, "the restarted app lacks the token")
 
 
-def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run, kb):
+def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run, kb, hr):
     """Idempotence, after the upgrade and the two changes: same variables, nothing to do, nothing
     restarted, and site.yml must not drag traffic back to the port it routed on day one."""
     assert first_run.rc == 0, "needs the first run"
-    units = ("ernie-vllm@8000.service", "ernie-chainlit.service")
+    units = (ROUTED_UNIT, "ernie-chainlit.service")
     before = {name: [_start_stamp(sb, u) for u in units] for name, sb in fleet.hosts.items()}
-    again = fleet.playbook(
-        "site.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb)
-    )
+    again = fleet.playbook("site.yml", **settled(kb, hr))
     print(f"\nsecond site.yml: {again.seconds:.0f} s; recap {again.recap()}")
     assert again.rc == 0, again.output[-6000:]
     assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
     for name, sb in fleet.hosts.items():
-        assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active"
-        assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+        assert sb.show(ROUTED_UNIT, "ActiveState") == "active"
+        assert sb.show(f"ernie-vllm@{SPARE}.service", "ActiveState") == "inactive"
         assert [_start_stamp(sb, u) for u in units] == before[name], (name, "a unit restarted on a run that changed nothing")
 
 
-def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_run, kb):
+def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_run, kb, hr):
     """The chat role's document sync on serving hosts: an edited file is re-indexed, a deleted one leaves
     the index, the untouched one is not re-read; the chat app keeps running throughout."""
     assert first_run.rc == 0, "needs the first run"
     before = {name: (docs_on(sb), sb.show("ernie-chainlit.service", "MainPID")) for name, sb in fleet.hosts.items()}
     (kb / "leave_policy.md").write_text((kb / "leave_policy.md").read_text() + "\n## 补充\n\n自 2027 年起，年假另加 2 天。\n")
     (kb / "parking.txt").unlink()
-    run = fleet.playbook("site.yml", "--tags", "chat", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED,
-                         ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb))  # fmt: skip
+    run = fleet.playbook("site.yml", "--tags", "chat", **settled(kb, hr))
     print(f"\nsite.yml --tags chat after editing one document and deleting another: {run.seconds:.0f} s; recap {run.recap()}")
     assert run.rc == 0, run.output[-6000:]
     assert all(h["changed"] >= 1 for h in run.recap().values()), run.recap()
@@ -327,13 +327,11 @@ def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_
 
 
 @pytest.mark.parametrize("tag", ["vllm", "model", "ernie_ops", "nginx", "chat"])
-def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb):
+def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb, hr):
     """`--tags chat` alone used to abort on a variable another role registers: each role, alone, on the
     provisioned hosts, finds nothing to change."""
     assert first_run.rc == 0, "needs the first run"
-    run = fleet.playbook(
-        "site.yml", "--tags", tag, ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb)
-    )
+    run = fleet.playbook("site.yml", "--tags", tag, **settled(kb, hr))
     print(f"\nsite.yml --tags {tag}: {run.seconds:.0f} s; recap {run.recap()}")
     assert run.rc == 0, run.output[-6000:]
     assert all(h["changed"] == 0 for h in run.recap().values()), run.changed_tasks()
@@ -343,12 +341,12 @@ def test_operator_errors_on_a_serving_host_are_sentences_and_disturb_nothing(fle
     """Issue 9's list, tried on a provisioned host that serves: each mistake gets one sentence naming what is
     wrong and what to do, a non-zero exit, no traceback, and the routed instance keeps serving throughout."""
     assert first_run.rc == 0, "needs the first run"
-    try_operator_errors(fleet.hosts["ans-a"])
+    try_operator_errors(fleet.hosts["ans-a"], routed=ROUTED, spare=SPARE)
 
 
-def try_operator_errors(sb: sandbox.Sandbox) -> None:
-    """The steps of the test above on any provisioned host that serves on 8000 with 8001 spare (also `make demo`'s)."""
-    routed_since = _start_stamp(sb, "ernie-vllm@8000.service")
+def try_operator_errors(sb: sandbox.Sandbox, routed: int = 8000, spare: int = 8001) -> None:
+    """The steps of the test above on any provisioned host that serves on `routed` with `spare` free (also `make demo`'s)."""
+    routed_since = _start_stamp(sb, f"ernie-vllm@{routed}.service")
     conf = yaml.safe_load(sb.run("cat /etc/ernie-ops/ernie.yaml").stdout)
 
     def cli(*args: str, config: dict | str | None = None, timeout: float = 120):
@@ -374,9 +372,9 @@ def try_operator_errors(sb: sandbox.Sandbox) -> None:
     # two instances on the same core never both become ready
     same_core = {**conf, "instances": [{**i, "cpu_cores": "0"} for i in conf["instances"]]}
     code, out = cli("config", "check", config=same_core)
-    assert code == 2 and "cpu_cores" in out and "8000" in out and "8001" in out, out
+    assert code == 2 and "cpu_cores" in out and str(routed) in out and str(spare) in out, out
     # an unwritable state directory (under a file): refused before anything starts
-    code, out = cli("cutover", "8001", config=changed(paths={"state_dir": "/etc/ernie-ops/ernie.yaml/state"}))
+    code, out = cli("cutover", str(spare), config=changed(paths={"state_dir": "/etc/ernie-ops/ernie.yaml/state"}))
     assert code == 1 and "cannot write the state directory /etc/ernie-ops/ernie.yaml/state" in out, out
     # a corrupt state file: said, not silently replaced
     sb.write("/root/e2e-state/state.json", "{not json")
@@ -386,91 +384,54 @@ def try_operator_errors(sb: sandbox.Sandbox) -> None:
     sb.run(
         "cp -rL /srv/models/ernie-tiny/current /root/half && f=/root/half/model.safetensors && truncate -s $(( $(stat -c %s $f) / 2 )) $f"
     )
-    code, out = cli("serve", "8001", config=changed(model={"path": "/root/half"}), timeout=60)
+    code, out = cli("serve", str(spare), config=changed(model={"path": "/root/half"}), timeout=60)
     assert code == 2 and "is incomplete: model.safetensors is" in out and "--tags model" in out, out
     # `status` in a pipe at 80 columns
     r = sb.run(f"COLUMNS=80 {CLI} status | cat", check=False)
     assert r.stdout and max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout
     # another process on the spare port: status says so and the cutover refuses it before starting anything
-    squatter = sb.spawn(["/usr/bin/python3", "-m", "http.server", "8001", "--bind", "127.0.0.1"])
+    squatter = sb.spawn(["/usr/bin/python3", "-m", "http.server", str(spare), "--bind", "127.0.0.1"])
     try:
         deadline = time.monotonic() + 15
-        while sb.run("ss -ltn 'sport = :8001' | grep -q LISTEN", check=False).returncode and time.monotonic() < deadline:
+        while sb.run(f"ss -ltn 'sport = :{spare}' | grep -q LISTEN", check=False).returncode and time.monotonic() < deadline:
             time.sleep(0.2)
         code, out = cli("status")
-        assert code == 1 and re.search(r"port 8001 (answers|is bound) but ernie-vllm@8001 is inactive: another process", out), out
-        code, out = cli("cutover", "8001")
-        assert code == 1 and "port 8001 is held by another process" in out, out
+        assert code == 1 and re.search(rf"port {spare} (answers|is bound) but ernie-vllm@{spare} is inactive: another process", out), out
+        code, out = cli("cutover", str(spare))
+        assert code == 1 and f"port {spare} is held by another process" in out, out
     finally:
         sandbox.Sandbox.signal_spawned(squatter, signal.SIGTERM)
         squatter.communicate(timeout=30)
-    assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+    assert sb.show(f"ernie-vllm@{spare}.service", "ActiveState") == "inactive"
     # nginx not running: the cutover refuses at once instead of loading a model for a minute first
     sb.systemctl("stop", "nginx.service")
     try:
         t0 = time.monotonic()
-        code, out = cli("cutover", "8001")
+        code, out = cli("cutover", str(spare))
         assert code == 1 and "nginx is not running" in out and time.monotonic() - t0 < 30, out
         assert "put back" not in out
     finally:
         sb.systemctl("start", "nginx.service")
-    assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
+    assert sb.show(f"ernie-vllm@{spare}.service", "ActiveState") == "inactive"
     # nothing serving was disturbed
-    assert _start_stamp(sb, "ernie-vllm@8000.service") == routed_since
+    assert _start_stamp(sb, f"ernie-vllm@{routed}.service") == routed_since
     assert sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/health"], check=False).stdout == "200"
 
 
-HR_EXPORT = (
-    "user_name,employee_number,display_name,department,title,manager,start_date\n"
-    "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07\n"
-    "li.na,E0007,李娜,研发部,经理,,2019-03-01\n"
-)
-HR_TOKEN = "e2e.hr-Token_1"
-
-
-def test_the_hr_token_and_export_reach_the_chat_app_and_a_bad_export_never_replaces_a_working_one(fleet, first_run, kb):
-    """Issue 11 item 5 on serving hosts: ernie_chat_hr_token lands in chat.env (0600 root), which restarts the chat
-    app with the token in its environment; the export lands at chat.onboarding.hr.file for the app's user; an
-    export with a bad record fails the run with its sentence and the installed one stays (`ernie-ops hr check` as
-    the copy's validate)."""
+def test_a_bad_hr_export_never_replaces_a_working_one(fleet, first_run, kb, hr):
+    """The chat role installs the export after `ernie-ops hr check` of the new copy: an export with a bad record fails
+    the run with its sentence, and the installed one and the running app stay."""
     assert first_run.rc == 0, "needs the first run"
-    export = fleet.workdir / "hr-export.csv"
-    export.write_text(HR_EXPORT, encoding="utf-8")
-    same = dict(ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_chat=CHAT_CHANGED, **docs_vars(kb))
-    hr = {"ernie_chat_hr_token": HR_TOKEN, "ernie_chat_hr_export_src": str(export)}
-    chat_pid = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
-    engine_since = {name: _start_stamp(sb, "ernie-vllm@8000.service") for name, sb in fleet.hosts.items()}
-    run = fleet.playbook("site.yml", **same, **hr)
-    print(f"\nsite.yml with ernie_chat_hr_token and ernie_chat_hr_export_src: {run.seconds:.0f} s; recap {run.recap()}")
-    print("\n".join(_applied(run)))
-    assert run.rc == 0, run.output[-8000:]
-    assert HR_TOKEN not in run.output, "the token was printed"
-    for name, sb in fleet.hosts.items():
-        env = sb.run("cat /etc/ernie-ops/chat.env").stdout.splitlines()
-        assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in env and any(line.startswith("CHAINLIT_AUTH_SECRET=") for line in env), name
-        assert sb.run("stat -c '%a %U' /etc/ernie-ops/chat.env").stdout.split() == ["600", "root"], name
-        assert sb.run("cat /etc/ernie-ops/hr-export.csv").stdout == HR_EXPORT, name
-        assert sb.run("stat -c '%a %U %G' /etc/ernie-ops/hr-export.csv").stdout.split() == ["640", "root", "ernie"], name
-        pid = sb.show("ernie-chainlit.service", "MainPID")
-        assert sb.show("ernie-chainlit.service", "ActiveState") == "active", name
-        assert pid != chat_pid[name], (name, "chat.env changed but the chat app was not restarted")
-        environ = sb.run(f"cat /proc/{pid}/environ").stdout.split("\0")
-        assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in environ, (name, "the restarted app lacks the token")
-        chat = sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/"], check=False).stdout
-        assert chat == "200", (name, "the chat app through nginx", chat)
-        assert _start_stamp(sb, "ernie-vllm@8000.service") == engine_since[name], (name, "the engine moved for a chat input")
-    restarted = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
-    # An identical run changing nothing is proven for these tasks by tests/unit/test_ansible_chat_hr.py (the role's
-    # env and export tasks run by ansible-playbook) and for the whole play by the second-run test above: a third
-    # whole-fleet run here would cost minutes of CI for no new path.
-
+    running = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
+    export = Path(hr["ernie_chat_hr_export_src"])
     export.write_text(HR_EXPORT + "wang.fang,E1002,王芳,,销售,,2026-12-09\n", encoding="utf-8")
-    bad = fleet.playbook("site.yml", **same, **hr)
+    bad = fleet.playbook("site.yml", **settled(kb, hr))
     sentence = f"error: {export} line 4 (user_name 'wang.fang'): the record has no department"
-    print(f"  an export with a record without department: rc {bad.rc}; recap {bad.recap()}")
+    print(f"\nsite.yml with an HR export with a record without department: rc {bad.rc}; recap {bad.recap()}")
     assert bad.rc != 0 and all(h["failed"] == 1 for h in bad.recap().values()), bad.output[-6000:]
     assert sentence in bad.output, bad.output[-6000:]
+    assert HR_TOKEN not in bad.output, "the token was printed"
     for name, sb in fleet.hosts.items():
         assert sb.run("cat /etc/ernie-ops/hr-export.csv").stdout == HR_EXPORT, (name, "the bad export replaced the working one")
-        assert sb.show("ernie-chainlit.service", "MainPID") == restarted[name], name
+        assert sb.show("ernie-chainlit.service", "MainPID") == running[name], name
         assert sb.run(f"{CLI} hr check /etc/ernie-ops/hr-export.csv").stdout.strip() == "/etc/ernie-ops/hr-export.csv: 2 employees (csv)"

@@ -23,9 +23,9 @@ if reason:
     pytestmark = tiers.unavailable(f"e2e: {reason}")
 
 
-# The canary gate's timings for a test: short steps, a quick verdict on the tiny model. Two engines, the load
-# and nginx share 2 cores, so a healthy canary's latency varies 2x against its neighbour: ratios are loose
-# and the slow canary is made 10x slower (CPUQuota=10%).
+# The gate's timings for a test: short windows, a quick verdict on the tiny model. Two engines, the load and
+# nginx share 2 cores, so a healthy instance's latency varies 2x against its neighbour: ratios are loose. A slow
+# and an erroring canary are rolled back in tests/integration/test_canary.py (real vLLM and nginx, no systemd).
 WATCH = {
     "step_min_seconds": 3.0,
     "step_min_requests": 20,
@@ -303,36 +303,6 @@ def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
     assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
 
 
-def test_a_slowed_canary_is_rolled_back_by_the_gate(sb):
-    """A real slowdown of the canary: its engine core held 90% of each 100 ms (tests/harness/throttle.py; the
-    sandbox's cgroup has no cpu controller, so CPUQuota= would not be enforced). The gate reads both
-    instances' histograms and rolls back at the first step; the canary's slow streams finish while it drains."""
-    old = status(sb)["routed_port"]
-    new = 8000 if old == 8001 else 8001
-    prestart(sb, new)
-    main_pid = sb.show(f"ernie-vllm@{new}.service", "MainPID")
-    # slow while nginx routes to it; its streams then finish at full speed while it drains
-    slow = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", main_pid, "0.9", "/etc/nginx/ernie-ops/upstream.conf", str(new)])
-    load = Load(sb, streams=2, plain_threads=2)
-    try:
-        code, res = cli_json(sb, "cutover", str(new), "--canary", "50")
-    finally:
-        bench, plain = load.finish()
-        sandbox.Sandbox.signal_spawned(slow, signal.SIGINT)
-        slow.communicate(timeout=30)
-    steps = [(s["name"], s["detail"]) for s in res.get("steps", [])]
-    print("\nslow canary:\n" + "\n".join(f"  {n}: {d}" for n, d in steps))
-    assert code == 1 and res["outcome"] == "rolled-back" and "canary 1/1 (50%) failed the gate" in res["error"], res
-    assert "ttft" in res["error"] or "itl" in res["error"], res["error"]
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
-    st = status(sb)
-    assert st["routed_port"] == old and st["ok"] and st["rollout"] is None, st
-    assert sb.show(f"ernie-vllm@{new}.service", "ActiveState") == "inactive"
-    assert not any("still had" in w for w in res["warnings"]), res["warnings"]  # drained, not cut off at the bound
-    journal = sb.run("journalctl -t ernie-ops --no-pager -o cat").stdout
-    assert "canary 1/1: FAIL after" in journal and "rollback: canary 1/1 (50%) failed the gate" in journal, journal[-2000:]
-
-
 def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_rerun(sb):
     old = status(sb)["routed_port"]
     new = 8000 if old == 8001 else 8001
@@ -367,3 +337,6 @@ def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_reru
     assert {i["port"]: i["unit"] for i in st["instances"]} == {new: "active", old: "inactive"}
     hist = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)
     assert hist["active_port"] == new and hist["history"][-1]["plan"] == "bake 20s", hist["history"][-1]
+    # every decision of both runs in the system journal (syslog ident ernie-ops), as an operator reads them
+    journal = sb.run("journalctl -t ernie-ops --no-pager -o cat").stdout
+    assert f"cutover {old} -> {new}: bake: pass after" in journal and f"cutover {old} -> {new}: promote:" in journal, journal[-2000:]
