@@ -103,6 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--json", action="store_true", help="with --once: the frame as JSON")
     tp.set_defaults(func=cmd_top)
 
+    mo = sub.add_parser("monitoring", help="what Prometheus scrapes here: targets, probes, its config (the ernie_monitoring role)")
+    mosub = mo.add_subparsers(dest="monitoring_command", required=True, parser_class=_Parser)
+    mr = mosub.add_parser("render", help="every monitoring file as JSON {name: text}: prometheus.yml, blackbox.yml, file_sd, paths")
+    mr.add_argument("--host", required=True, help="the host label of every series (the inventory name)")
+    mr.add_argument("--sd-dir", default="/etc/prometheus/file_sd", help="where the file_sd files go")
+    mr.add_argument("--rules", action="append", help="a rule file prometheus.yml loads (repeatable)")
+    mr.add_argument("--remote", help="the gateway URL a central Prometheus scrapes the instances through")
+    mr.add_argument("--node", default="127.0.0.1:9100", help="the node exporter's address ('' for none)")
+    mr.add_argument("--blackbox", default="127.0.0.1:9115", help="the blackbox exporter's address ('' for none)")
+    mr.set_defaults(func=cmd_monitoring_render)
+
     st = sub.add_parser("status", help="instances, health, load, and where nginx routes")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_status)
@@ -337,6 +348,20 @@ def cmd_top(args: argparse.Namespace) -> int:
                 out_console.print(top_view.render(frame))
             return EXIT_OK
         top_view.live(frames, out_console)
+    return EXIT_OK
+
+
+def cmd_monitoring_render(args: argparse.Namespace) -> int:
+    import os
+
+    from ernie_ops import monitoring
+
+    cfg = config.load(args.config)
+    files = monitoring.render(
+        cfg, args.host, sd_dir=args.sd_dir, rules=tuple(args.rules or ("/etc/prometheus/rules/ernie-ops.rules.yml",)),
+        remote=args.remote, node=args.node or None, blackbox=args.blackbox or None, ismount=os.path.ismount,
+    )  # fmt: skip
+    print(json.dumps(files, indent=2))
     return EXIT_OK
 
 

