@@ -109,7 +109,6 @@ def build_parser() -> argparse.ArgumentParser:
     mr.add_argument("--host", required=True, help="the host label of every series (the inventory name)")
     mr.add_argument("--sd-dir", default="/etc/prometheus/file_sd", help="where the file_sd files go")
     mr.add_argument("--rules", action="append", help="a rule file prometheus.yml loads (repeatable)")
-    mr.add_argument("--remote", help="the gateway URL a central Prometheus scrapes the instances through")
     mr.add_argument("--node", default="127.0.0.1:9100", help="the node exporter's address ('' for none)")
     mr.add_argument("--blackbox", default="127.0.0.1:9115", help="the blackbox exporter's address ('' for none)")
     mr.set_defaults(func=cmd_monitoring_render)
@@ -359,7 +358,7 @@ def cmd_monitoring_render(args: argparse.Namespace) -> int:
     cfg = config.load(args.config)
     files = monitoring.render(
         cfg, args.host, sd_dir=args.sd_dir, rules=tuple(args.rules or ("/etc/prometheus/rules/ernie-ops.rules.yml",)),
-        remote=args.remote, node=args.node or None, blackbox=args.blackbox or None, ismount=os.path.ismount,
+        node=args.node or None, blackbox=args.blackbox or None, ismount=os.path.ismount,
     )  # fmt: skip
     print(json.dumps(files, indent=2))
     return EXIT_OK

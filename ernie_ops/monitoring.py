@@ -2,9 +2,8 @@
 
 The ernie_monitoring role writes these files from `ernie-ops monitoring ...` (the same instances the launcher
 and the cutover use, never re-derived in Jinja):
-  - file_sd targets of the instances (`targets`): one per configured port, labels host, port, unit, model. A
-    local Prometheus scrapes 127.0.0.1:PORT/metrics; a central one scrapes the gateway's
-    /ernie-metrics/PORT (nginx, allow-listed addresses only, see nginx/ernie-ops.conf): `targets(remote=...)`.
+  - file_sd targets of the instances (`targets`): one per configured port, labels host, port, unit, model; the
+    host's Prometheus scrapes 127.0.0.1:PORT/metrics (the instances never listen elsewhere).
   - the blackbox exporter's modules (`blackbox_modules`): GET /health, and a real one-token completion of the
     served model through nginx, so availability as a client sees it is a series (probe_success).
   - a Prometheus config for the host (`prometheus_config`): the jobs prometheus/ernie-ops.rules.yml reads.
@@ -15,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from urllib.parse import urlsplit
 
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -26,7 +24,6 @@ JOB_VLLM = "ernie-vllm"
 JOB_NODE = "ernie-node"
 JOB_HEALTH = "ernie-gateway-health"
 JOB_COMPLETION = "ernie-gateway-completion"
-REMOTE_METRICS_PATH = "/ernie-metrics/{port}"  # nginx/ernie-ops.conf: the allow-listed location per instance
 MODULE_HEALTH = "ernie_health"
 MODULE_COMPLETION = "ernie_completion"
 # The systemd collector only for the project's units and the gateway: their states and restart counts.
@@ -42,20 +39,15 @@ def unit(port: int) -> str:
     return f"ernie-vllm@{port}.service"
 
 
-def targets(cfg: Config, host: str, remote: str | None = None) -> list[dict]:
-    """file_sd entries for every configured instance. `remote`: the gateway's base URL a central Prometheus
-    reaches (each instance then at its allow-listed path); None: 127.0.0.1:PORT on this host."""
-    out = []
-    for inst in cfg.instances:
-        labels = {"host": host, "port": str(inst.port), "unit": unit(inst.port), "model": cfg.model.served_name}
-        if remote is None:
-            out.append({"targets": [f"127.0.0.1:{inst.port}"], "labels": labels})
-            continue
-        parts = urlsplit(remote)
-        address = parts.netloc or parts.path
-        labels = {**labels, "__metrics_path__": REMOTE_METRICS_PATH.format(port=inst.port), "__scheme__": parts.scheme or "http"}
-        out.append({"targets": [address], "labels": labels})
-    return out
+def targets(cfg: Config, host: str) -> list[dict]:
+    """file_sd entries for every configured instance, scraped on 127.0.0.1 by the host's Prometheus."""
+    return [
+        {
+            "targets": [f"127.0.0.1:{inst.port}"],
+            "labels": {"host": host, "port": str(inst.port), "unit": unit(inst.port), "model": cfg.model.served_name},
+        }
+        for inst in cfg.instances
+    ]
 
 
 def blackbox_modules(cfg: Config) -> dict:
@@ -162,7 +154,6 @@ def render(
     *,
     sd_dir: str = "/etc/prometheus/file_sd",
     rules: tuple[str, ...] = ("/etc/prometheus/rules/ernie-ops.rules.yml",),
-    remote: str | None = None,
     node: str | None = "127.0.0.1:9100",
     blackbox: str | None = "127.0.0.1:9115",
     ismount: Callable[[str], bool] = lambda _path: False,
@@ -177,7 +168,7 @@ def render(
     return {
         "prometheus.yml": HEADER + yaml.safe_dump(prom, sort_keys=False),
         "blackbox.yml": HEADER + yaml.safe_dump(blackbox_modules(cfg), sort_keys=False),
-        f"{JOB_VLLM}.json": as_json(targets(cfg, host, remote)),
+        f"{JOB_VLLM}.json": as_json(targets(cfg, host)),
         "ernie-probes-health.json": as_json(probes["health"]),
         "ernie-probes-completion.json": as_json(probes["completion"]),
         "ernie_ops_paths.prom": generate_latest(path_info(cfg, ismount)).decode(),

@@ -23,14 +23,6 @@ def test_every_configured_instance_is_a_target_with_its_labels():
     ]
 
 
-def test_a_central_prometheus_scrapes_each_instance_through_the_gateway_path():
-    got = monitoring.targets(cfg(), "gpu-a", remote="https://gpu-a.example:8443")
-    assert [t["targets"] for t in got] == [["gpu-a.example:8443"], ["gpu-a.example:8443"]]
-    assert [t["labels"]["__metrics_path__"] for t in got] == ["/ernie-metrics/8000", "/ernie-metrics/8001"]
-    assert {t["labels"]["__scheme__"] for t in got} == {"https"}
-    assert got[1]["labels"]["unit"] == "ernie-vllm@8001.service"
-
-
 def test_the_completion_probe_asks_the_served_model_for_one_token():
     modules = monitoring.blackbox_modules(cfg())["modules"]
     http = modules[monitoring.MODULE_COMPLETION]["http"]
