@@ -22,6 +22,7 @@ import yaml
 from prometheus_client import write_to_textfile
 
 from ernie_ops import config, monitoring, top
+from grafana import dashboard
 from tests.conftest import free_port, write_config
 from tests.harness import prom, tiers
 from tests.harness.tiny_model import SERVED_NAME
@@ -122,15 +123,18 @@ def test_the_rendered_config_checks_and_every_target_is_scraped(stack):
     assert paths == set(monitoring.watched_paths(cfg)), paths
 
 
-def test_every_vllm_name_the_rules_use_is_in_a_live_metrics_page(stack):
+def test_every_vllm_name_the_rules_and_the_dashboard_use_is_in_a_live_metrics_page(stack):
     _p, _cfg, _work, sg = stack
     live = httpx.get(f"http://127.0.0.1:{sg.port}/metrics", timeout=10).text
     exposed = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )", live, re.M))
-    used = set(re.findall(r"\b(vllm:[a-z_]+|http_requests_total)\b", RULES.read_text()))
-    assert len(used) >= 5, used
-    missing = sorted(used - exposed)
-    assert not missing, f"the rules use names vLLM does not export: {missing}"
-    assert "vllm:gpu_cache_usage_perc" not in exposed | used
+    board = json.dumps(dashboard.build())
+    for source, text in (("rules", RULES.read_text()), ("dashboard", board)):
+        used = set(re.findall(r"\b(vllm:[a-z_]+|http_requests_total|process_start_time_seconds)\b", text))
+        assert len(used) >= 5, (source, used)
+        used = {n if n in exposed else re.sub(r"_(bucket|count|sum)$", "", n) for n in used}  # a histogram's parts
+        missing = sorted(n for n in used if n not in exposed and f"{n}_bucket" not in exposed)
+        assert not missing, f"the {source} use names vLLM does not export: {missing}"
+        assert "gpu_cache_usage_perc" not in text
 
 
 def test_every_rule_evaluates_and_the_traffic_shares_have_data(stack):
@@ -151,6 +155,18 @@ def test_every_rule_evaluates_and_the_traffic_shares_have_data(stack):
         got = p.wait(what, lambda expr=expr: p.query(expr))
         print(f"\n{what}: {_one(got):.3f}")
     assert _one(p.query(floors["TTFT share under 2.5 s"])) > 0.9
+
+
+def test_every_dashboard_panel_has_data(stack):
+    """Each panel's query as Grafana would send it (variables: all hosts and ports; $__rate_interval: 30 s)."""
+    p, _cfg, _work, _sg = stack
+    board = dashboard.build()
+    annotation = board["annotations"]["list"][0]["expr"]
+    for title, expr in dashboard.panel_queries(board):
+        concrete = expr.replace("$__rate_interval", "30s").replace("$host", ".+").replace("$port", ".+")
+        got = p.wait(f"panel {title!r} has data: {concrete}", lambda q=concrete: p.query(q), timeout=40)
+        print(f"\n{title}: {len(got)} series")
+    p.query(annotation.replace("$host", ".+").replace("$port", ".+"))  # evaluates; empty until an instance starts
 
 
 def test_a_host_with_no_instance_answering_fires_and_the_serving_one_stays_silent(stack):
