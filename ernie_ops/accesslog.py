@@ -1,10 +1,11 @@
 """The gateway's access log, read as it grows: each API request's outcome, per instance that served it.
 
-nginx/ernie-ops.conf logs `upstream="$upstream_addr" ust="$upstream_status"` beside the final status.
-One request may have tried several instances (`proxy_next_upstream error timeout`: a refused connection
-goes to the next server): "127.0.0.1:8001, 127.0.0.1:8000" with statuses "502, 200". Each attempt is an
-outcome of the instance it went to; an attempt that failed before the request was sent still counts
-against that instance (a canary that refuses connections is failing, even if nobody saw it).
+nginx/ernie-ops.conf logs one JSON object per request (log_format ernie_ops): `upstream` and
+`upstream_status` beside the final `status`. One request may have tried several instances
+(`proxy_next_upstream error timeout`: a refused connection goes to the next server): "127.0.0.1:8001,
+127.0.0.1:8000" with statuses "502, 200". Each attempt is an outcome of the instance it went to; an attempt
+that failed before the request was sent still counts against that instance (a canary that refuses
+connections is failing, even if nobody saw it).
 
 `Tail` starts at the end of the file (only requests from now on count), follows a rotation (the file
 was replaced or truncated: its inode changed or it shrank) and keeps a partial last line for the next read.
@@ -12,13 +13,13 @@ was replaced or truncated: its inode changed or it shrank) and keeps a partial l
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+)[^"]*" (?P<status>\d{3}) .*?upstream="(?P<addr>[^"]*)" ust="(?P<ust>[^"]*)"')
 API_PATHS = ("/v1/", "/tokenize")  # requests that are the model's work (not /health, /metrics, the chat app)
 ATTEMPTS = re.compile(r"\s*[,:]\s+")  # ", " between servers of one group, " : " after an internal redirect
 
@@ -35,22 +36,31 @@ class Outcomes:
         self.failed.update(other.failed)
 
 
+def entry(line: str) -> dict | None:
+    """One access-log line as its JSON object; None for anything else (a line of an older text format)."""
+    try:
+        got = json.loads(line)
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
 def parse_line(line: str) -> list[tuple[int, bool]]:
     """(port, failed) for each attempt the request made; [] for a line that is not an API request."""
-    m = LINE.search(line)
-    if not m or not m.group("path").startswith(API_PATHS):
+    e = entry(line)
+    if e is None or not str(e.get("uri", "")).startswith(API_PATHS):
         return []
-    addrs = [a for a in ATTEMPTS.split(m.group("addr").strip()) if a]
-    codes = [c for c in ATTEMPTS.split(m.group("ust").strip()) if c]
+    addrs = [a for a in ATTEMPTS.split(str(e.get("upstream", "")).strip()) if a]
+    codes = [c for c in ATTEMPTS.split(str(e.get("upstream_status", "")).strip()) if c]
     out = []
     for i, addr in enumerate(addrs):
         port = addr.rpartition(":")[2]
         if not port.isdigit():
-            continue  # "-" (nothing tried: e.g. refused by the API key check) or a unix socket
+            continue  # "" or "-" (nothing tried: e.g. refused by the API key check) or a unix socket
         last = i == len(addrs) - 1
         code = codes[i] if i < len(codes) else "-"
         if last and not code.isdigit():
-            code = m.group("status")  # no upstream status (the client went away first): what nginx logged
+            code = str(e.get("status", "-"))  # no upstream status (the client went away first): what nginx logged
         failed = not code.isdigit() or int(code) >= 500
         out.append((int(port), failed))
     return out

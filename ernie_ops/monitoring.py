@@ -139,12 +139,16 @@ def mountpoint(path: str, ismount: Callable[[str], bool]) -> str:
 
 
 def path_info(cfg: Config, ismount: Callable[[str], bool]) -> CollectorRegistry:
-    """ernie_ops_path_info{path, mountpoint} 1 for the node exporter's textfile collector (write it with
-    prometheus_client.write_to_textfile): the rules join the filesystems' series on it."""
-    registry = CollectorRegistry()
-    gauge = Gauge("ernie_ops_path_info", "An ERNIE path and the mount point of its filesystem.", ["path", "mountpoint"], registry=registry)
+    """ernie_ops_path_info{mountpoint, paths} 1, one series per filesystem (paths: every watched path on it,
+    comma-separated), for the node exporter's textfile collector (write it with prometheus_client.write_to_textfile):
+    the rules join the filesystems' series on it, which needs one series per mount point."""
+    by_mount: dict[str, list[str]] = {}
     for path in watched_paths(cfg):
-        gauge.labels(path=path, mountpoint=mountpoint(path, ismount)).set(1)
+        by_mount.setdefault(mountpoint(path, ismount), []).append(path)
+    registry = CollectorRegistry()
+    gauge = Gauge("ernie_ops_path_info", "The ERNIE paths on a filesystem, by its mount point.", ["mountpoint", "paths"], registry=registry)
+    for mount, paths in by_mount.items():
+        gauge.labels(mountpoint=mount, paths=", ".join(sorted(paths))).set(1)
     return registry
 
 

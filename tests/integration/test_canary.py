@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops import cutover, rollout, rollout_file, state, status
+from ernie_ops import accesslog, cutover, rollout, rollout_file, state, status
 from tests.harness import canary_site
 from tests.harness.canary_site import ROOT, Clients, Site, Throttle
 
@@ -144,7 +144,9 @@ def test_with_no_outside_traffic_the_gate_judges_its_own_synthetic_requests(site
     assert res.ok and res.outcome == "promoted", res
     step = next(d for d in decisions(site) if d["what"] == "canary 1/1" and "verdict" in d)
     assert step["verdict"]["result"] == "pass", step
-    api_lines = [line for line in site.ng.access_log.read_text()[before:].splitlines() if '"POST /v1/' in line]
+    logged = [accesslog.entry(line) for line in site.ng.access_log.read_text()[before:].splitlines()]
+    assert all(logged), "a gateway access-log line that is not JSON"
+    api_lines = [e for e in logged if e["uri"].startswith("/v1/")]
     assert api_lines == [], api_lines[:3]  # nobody but the gate's own requests (straight to the instances)
     assert site.routed() == {site.a: 1}
 

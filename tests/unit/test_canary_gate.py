@@ -3,6 +3,7 @@ log's per-instance outcomes, the weighted include, the SLO verdicts, and the con
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -84,15 +85,21 @@ def test_a_restart_in_the_window_voids_it(later, why):
 
 
 # -- access log ---------------------------------------------------------------------------------------
+def line(uri: str, status: int, upstream: str, ust: str, method: str = "POST") -> str:
+    """An access-log line as nginx/ernie-ops.conf's log_format ernie_ops writes it."""
+    return json.dumps({"time": "2026-12-01T10:00:00+00:00", "msec": 1.0, "client": "127.0.0.1", "request_id": "r", "method": method,
+                       "uri": uri, "status": status, "bytes": 5, "request_time": 0.1, "upstream": upstream,
+                       "upstream_status": ust, "upstream_header_time": "0.01", "upstream_response_time": "0.1"}) + "\n"  # fmt: skip
+
+
 LOG = (
-    '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/completions HTTP/1.1" 200 512 upstream="127.0.0.1:8001" ust="200" rt=0.1 urt=0.1\n'
-    '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/chat/completions HTTP/1.1" 500 80 upstream="127.0.0.1:8001" ust="500" '
-    "rt=0.1 urt=0.1\n"
-    '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/completions HTTP/1.1" 200 512 upstream="127.0.0.1:8001, 127.0.0.1:8000" '
-    'ust="502, 200" rt=0.1 urt=0.0, 0.1\n'
-    '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "GET /health HTTP/1.1" 200 2 upstream="127.0.0.1:8000" ust="200" rt=0.0 urt=0.0\n'
-    '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/completions HTTP/1.1" 401 80 upstream="-" ust="-" rt=0.0 urt=-\n'
-    '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/completions HTTP/1.1" 499 0 upstream="127.0.0.1:8000" ust="-" rt=3.0 urt=-\n'
+    line("/v1/completions", 200, "127.0.0.1:8001", "200")
+    + line("/v1/chat/completions", 500, "127.0.0.1:8001", "500")
+    + line("/v1/completions", 200, "127.0.0.1:8001, 127.0.0.1:8000", "502, 200")
+    + line("/health", 200, "127.0.0.1:8000", "200", "GET")
+    + line("/v1/completions", 401, "", "")
+    + line("/v1/completions", 499, "127.0.0.1:8000", "")
+    + '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/completions HTTP/1.1" 200 5 upstream="127.0.0.1:8000"\n'  # the old format
 )
 
 
@@ -101,12 +108,12 @@ def test_each_attempt_is_an_outcome_of_the_instance_it_went_to(tmp_path: Path):
     log.write_text("old line before the tail started\n")
     tail = accesslog.Tail(log)
     with log.open("a") as f:
-        f.write(LOG + '127.0.0.1 [01/Dec/2026:10:00:00 +0000] "POST /v1/compl')  # a line still being written
+        f.write(LOG + line("/v1/completions", 200, "127.0.0.1:8000", "200")[:40])  # a line still being written
     got = tail.read()
     # 8001: ok, 500, refused (502, then 8000 answered); 8000: that 200 and a client that left (499: not a failure)
     assert dict(got.requests) == {8001: 3, 8000: 2} and dict(got.failed) == {8001: 2}
     with log.open("a") as f:
-        f.write('etions HTTP/1.1" 200 5 upstream="127.0.0.1:8000" ust="200" rt=0.1 urt=0.1\n')
+        f.write(line("/v1/completions", 200, "127.0.0.1:8000", "200")[40:])
     assert dict(tail.read().requests) == {8000: 1}  # the partial line, completed
 
 

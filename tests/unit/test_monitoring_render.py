@@ -45,11 +45,13 @@ def test_the_prometheus_config_has_the_jobs_the_rules_read():
     assert [j["job_name"] for j in bare["scrape_configs"]] == ["ernie-vllm"]
 
 
-def test_each_watched_path_is_labelled_with_the_mount_point_that_holds_it():
+def test_each_filesystem_holding_a_watched_path_is_one_series_naming_its_paths():
     mounts = {"/", "/srv"}
     text = monitoring.render(cfg(), "gpu-a", ismount=lambda p: p in mounts)["ernie_ops_paths.prom"]
-    assert 'ernie_ops_path_info{mountpoint="/srv",path="/srv/m"} 1.0' in text  # the versions' directory, not `current`
-    assert 'ernie_ops_path_info{mountpoint="/",path="/var/lib/ernie-ops"} 1.0' in text
+    assert 'ernie_ops_path_info{mountpoint="/srv",paths="/srv/m"} 1.0' in text  # the versions' directory, not `current`
+    # one series per filesystem: the rules join on the mount point, which must be unique
+    assert 'ernie_ops_path_info{mountpoint="/",paths="/var/cache/ernie-ops, /var/lib/ernie-ops"} 1.0' in text
+    assert text.count("ernie_ops_path_info{") == 2
 
 
 def test_render_prints_every_file_as_json(tmp_path, capsys):
