@@ -80,8 +80,8 @@ class Tail:
             except OSError:
                 pass
 
-    def read(self) -> Outcomes:
-        out = Outcomes()
+    def read_lines(self) -> list[str]:
+        """The complete lines written since the last read (a partial last line waits for its end)."""
         try:
             with self.path.open("rb") as f:
                 st = os.fstat(f.fileno())
@@ -93,12 +93,17 @@ class Tail:
                 self._offset += len(data)
         except OSError as exc:
             self.problem = f"cannot read the gateway's access log {self.path} (gateway.access_log): {exc.strerror or exc}"
-            return out
+            return []
         self.problem = None
         lines = (self._rest + data).split(b"\n")
         self._rest = lines.pop()
-        for raw in lines:
-            for port, failed in parse_line(raw.decode("utf-8", "replace")):
+        return [raw.decode("utf-8", "replace") for raw in lines]
+
+    def read(self) -> Outcomes:
+        """Each API request's attempts since the last read, per instance."""
+        out = Outcomes()
+        for line in self.read_lines():
+            for port, failed in parse_line(line):
                 out.requests[port] += 1
                 if failed:
                     out.failed[port] += 1

@@ -89,11 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="machine-readable report")
     b.set_defaults(func=cmd_bench)
 
-    lg = sub.add_parser("logs", help="journal of the instances (all configured ones by default)")
-    lg.add_argument("ports", nargs="*", type=_port, help="instances (default: every configured one)")
-    lg.add_argument("-f", "--follow", action="store_true")
-    lg.add_argument("-n", "--lines", type=int, default=100)
-    lg.add_argument("--phases", action="store_true", help="only the launcher's phase lines, not vLLM's")
+    lg = sub.add_parser("logs", help="the service's logs merged in time order: instances, chat app, gateway, cutover decisions")
+    lg.add_argument("sources", nargs="*", metavar="SOURCE", help="an instance PORT, chat, gateway or ernie-ops (default: all)")
+    lg.add_argument("-f", "--follow", action="store_true", help="then print new lines as they come (Ctrl-C ends)")
+    lg.add_argument("-n", "--lines", type=int, default=100, help="the last N lines of the merged log (default 100)")
+    lg.add_argument("--since", help="from a duration ago (10m, 2h) or a date-time ('2026-12-02 14:00')")
+    lg.add_argument("--json", action="store_true", help="one JSON object per line (time, source, message; request for the gateway)")
+    lg.add_argument("--phases", action="store_true", help="instances: only the launcher's phase lines, not vLLM's")
     lg.set_defaults(func=cmd_logs)
 
     tp = sub.add_parser("top", help="live: each instance's req/s, queue, KV cache, TTFT, errors over a sliding window")
@@ -312,18 +314,39 @@ def _print_bench(r) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    import os
+    import subprocess
+    import time
 
-    from ernie_ops import systemd
+    from ernie_ops import logview
 
     cfg = config.load(args.config)
-    for port in args.ports:
-        cfg.instance(port)
-    argv = systemd.journal_argv(args.ports or [i.port for i in cfg.instances], args.follow, args.lines, args.phases)
-    try:
-        os.execvp(argv[0], argv)
-    except FileNotFoundError:
-        raise ErnieOpsError("journalctl not found: logs are in the systemd journal") from None
+    sel = logview.select(cfg, args.sources)
+    if args.lines < 0:
+        raise UsageError("--lines must be 0 or more")
+    since = logview.parse_since(args.since, time.time()) if args.since else None
+
+    def run_journal(argv: list[str]) -> list[str]:
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        except FileNotFoundError:
+            raise ErnieOpsError("journalctl not found: the instances and the chat app log to the systemd journal") from None
+        if r.returncode != 0 and not r.stdout:
+            err_console.print(f"[yellow]warning:[/] journalctl: {escape(r.stderr.strip() or f'exit {r.returncode}')}")
+        return r.stdout.splitlines()
+
+    def emit(e: logview.Entry) -> None:
+        print(json.dumps(e.as_dict(), ensure_ascii=False) if args.json else e.line(), flush=True)
+
+    def warn(text: str) -> None:
+        err_console.print(f"[yellow]warning:[/] {escape(text)}")
+
+    for e in logview.read(cfg, sel, lines=args.lines, since=since, phases=args.phases, run_journal=run_journal, warn=warn):
+        emit(e)
+    if args.follow:
+        try:
+            logview.follow(cfg, sel, phases=args.phases, emit=emit)
+        except FileNotFoundError:
+            raise ErnieOpsError("journalctl not found: the instances and the chat app log to the systemd journal") from None
     return EXIT_OK
 
 

@@ -96,18 +96,6 @@ def start_failure(lines: list[str] | None, port: int, keep: int = 2) -> str:
     return f"the launcher said: {said}; the engine's last error: {error}"
 
 
-def journal_argv(ports: list[int], follow: bool = False, lines: int = 100, launcher_only: bool = False) -> list[str]:
-    """journalctl for the given instances (what `ernie-ops logs` runs)."""
-    argv = ["journalctl", "--no-pager", "-o", "short-iso", "-n", str(lines)]
-    for port in ports:
-        argv += ["-u", unit_name(port)]
-    if launcher_only:
-        argv += ["--grep", r"\[serve [0-9]+\]"]
-    if follow:
-        argv.append("-f")
-    return argv
-
-
 def show(unit: str, *props: str) -> dict[str, str]:
     """`systemctl show UNIT -p ...` as a dict (any unit, not only instances)."""
     r = _systemctl("show", unit, *[f"--property={p}" for p in props], timeout=15)

@@ -93,12 +93,3 @@ def test_auto_follows_the_installed_wheel(monkeypatch):
 def test_cpu_list_parsing():
     assert engine.parse_cpu_list("0-3,6") == frozenset({0, 1, 2, 3, 6})
     assert engine.parse_cpu_list("5") == frozenset({5})
-
-
-def test_logs_command_reads_the_journal_of_the_instances():
-    from ernie_ops import systemd
-
-    argv = systemd.journal_argv([8000, 8001], follow=True, lines=20, launcher_only=True)
-    assert argv[:2] == ["journalctl", "--no-pager"] and argv[argv.index("-n") + 1] == "20"
-    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-u"] == ["ernie-vllm@8000.service", "ernie-vllm@8001.service"]
-    assert "--grep" in argv and argv[-1] == "-f"
