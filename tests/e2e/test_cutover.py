@@ -7,6 +7,7 @@ Tests run in order on one host and build on each other, like an operator's sessi
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 
@@ -340,3 +341,22 @@ def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_reru
     # every decision of both runs in the system journal (syslog ident ernie-ops), as an operator reads them
     journal = sb.run("journalctl -t ernie-ops --no-pager -o cat").stdout
     assert f"cutover {old} -> {new}: bake: pass after" in journal and f"cutover {old} -> {new}: promote:" in journal, journal[-2000:]
+
+
+def test_logs_merge_the_instances_the_decisions_and_the_gateway_in_time_order(sb):
+    """`ernie-ops logs` on the host the tests above used: the instances' journal, the cutover decisions (syslog
+    identifier ernie-ops) and nginx's JSON access log, one time line; --json says which instance served a request."""
+    r = host.cli(sb, "logs", "--since", "30m", "-n", "3000")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if re.match(r"\d{4}-\d\d-\d\dT", line)]  # an entry's first line
+    sources = {line.split("] ", 1)[0].rsplit("[", 1)[-1] for line in lines}
+    assert {"8000", "8001", "gateway", "ernie-ops"} <= sources, sorted(sources)
+    stamps = [line.split(" ", 1)[0] for line in lines]
+    assert stamps == sorted(stamps), "not in time order"
+    at = next(i for i, line in enumerate(lines) if "[ernie-ops]" in line and "bake: pass" in line)
+    print("\n$ ernie-ops logs --since 30m (excerpt around a decision):\n" + "\n".join(lines[max(0, at - 3) : at + 3]))
+    r = host.cli(sb, "logs", "gateway", "--json", "-n", "5")
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows and all(row["source"] == "gateway" and row["request"]["upstream"].startswith("127.0.0.1:80") for row in rows), rows
+    r = host.cli(sb, "logs", "web")
+    assert r.returncode == 2 and "unknown log source 'web'" in r.stderr and "Traceback" not in r.stderr
