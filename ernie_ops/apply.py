@@ -203,11 +203,14 @@ def look(host: Host, unit: str, extra_inputs: list[str]) -> Seen:
 
 
 # -- which part of ernie.yaml a service reads -------------------------------------------------------
-# The engine reads everything but the chat section; the chat app reads its section, the gateway it
-# talks to and the model name. A change elsewhere in the file (or a comment) does not reach it.
+# The engine (launcher + vLLM) reads the model, vllm, instances, paths and health sections; the chat app its
+# section, the gateway URL it talks to and the model name. A change elsewhere in the file (or a comment) does not
+# reach it: a new cutover plan or gateway URL is read by the next `ernie-ops cutover`, never restarts an engine
+# (seen in e2e: upgrade.yml's cutover plan, absent from the next site.yml run, cut every host over once more).
+ENGINE_SECTIONS = ("model", "vllm", "instances", "paths", "health")
 READS = {
-    "engine": lambda d: {k: v for k, v in d.items() if k != "chat"},
-    "chat": lambda d: {k: d.get(k) for k in ("chat", "gateway", "model")},
+    "engine": lambda d: {k: d.get(k) for k in ENGINE_SECTIONS},
+    "chat": lambda d: {"chat": d.get("chat"), "model": d.get("model"), "gateway_url": (d.get("gateway") or {}).get("url")},
 }
 APPLIED_FILE = "applied.json"
 

@@ -251,6 +251,10 @@ def test_a_config_change_outside_what_a_service_reads_moves_nothing(tmp_path):
     chat_only = apply.apply(changed(chat={"app_name": "Support"}), str(conf), host=(h := FakeHost(running, host.times)))
     assert [a.action for a in chat_only.actions] == ["none", "restart"] and h.calls == [f"restart {CHAT}"]
     assert chat_only.actions[0].reason == f"{ENGINE} serves; {conf} changed only in what it does not read"
+    # the CLI's own sections: read by the next cutover, never a reason to move an engine or the chat app
+    plan_only = apply.apply(changed(cutover={"bake_seconds": 600}, gateway={"access_log": None}), str(conf),
+                            host=(h := FakeHost(running, host.times)))  # fmt: skip
+    assert [a.action for a in plan_only.actions] == ["none", "none"] and h.calls == [], plan_only
     engine_only = apply.apply(changed(vllm={"max_num_seqs": 8}), str(conf), host=(h := FakeHost(running, host.times)))
     assert [a.action for a in engine_only.actions] == ["cutover", "none"] and h.calls == ["cutover 8001"]
     # a record of another process (restarted by hand since) does not count: the file time decides
