@@ -26,13 +26,6 @@ JOB_HEALTH = "ernie-gateway-health"
 JOB_COMPLETION = "ernie-gateway-completion"
 MODULE_HEALTH = "ernie_health"
 MODULE_COMPLETION = "ernie_completion"
-# The systemd collector only for the project's units and the gateway: their states and restart counts.
-NODE_UNITS = r"(ernie-vllm@\d+|ernie-chainlit|nginx)\.service"
-NODE_FLAGS = (
-    "--collector.systemd",
-    f"--collector.systemd.unit-include={NODE_UNITS}",
-    "--collector.systemd.enable-restarts-metrics",
-)
 
 
 def unit(port: int) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import browser, demo, provision, sandbox, tiers
+from tests.harness import browser, demo, prom, provision, sandbox, tiers
 from tests.harness.chat_page import ChatPage
 from tests.harness.paths import ARTIFACTS
 
@@ -28,6 +28,8 @@ if reason:
     pytestmark = tiers.unavailable(f"e2e ansible: {reason}")
 
 GATEWAY = "http://127.0.0.1:80"
+RULES = Path(__file__).resolve().parents[2] / "prometheus" / "ernie-ops.rules.yml"
+PROMETHEUS = "http://127.0.0.1:9090"
 USER, PASSWORD = "alice", "pass-word-alice-1"
 CLI = "/opt/ernie-ops/venv/bin/ernie-ops"
 PY = "/opt/ernie-ops/venv/bin/python"
@@ -50,6 +52,10 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeo
 def fleet(tiny_model_dir):
     f = provision.Fleet(["ans-a", "ans-b"], tiny_model_dir)
     f.vars.update(demo.chat_user_vars(USER, PASSWORD))
+    # the monitoring role with the repository's rules, `for:` shortened to seconds (the same expressions)
+    rules = f.workdir / "ernie-ops.rules.yml"
+    rules.write_text(prom.with_short_for(RULES.read_text(), seconds=5))
+    f.vars.update(ernie_monitoring_enabled=True, ernie_monitoring_rules_src=str(rules))
     try:
         yield f
     finally:
@@ -144,6 +150,75 @@ def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):
     assert all(h["changed"] == 0 for h in check.recap().values()), check.changed_tasks()
 
 
+def _prom(sb: sandbox.Sandbox, expr: str) -> list[dict]:
+    """A query to the host's Prometheus (inside its network namespace)."""
+    r = sb.run(["curl", "-s", "-G", f"{PROMETHEUS}/api/v1/query", "--data-urlencode", f"query={expr}"], check=False)
+    body = json.loads(r.stdout or "{}")
+    assert body.get("status") == "success", (expr, r.stdout[-500:], r.stderr[-500:])
+    return body["data"]["result"]
+
+
+def _alerts(sb: sandbox.Sandbox, name: str) -> list[dict]:
+    body = json.loads(sb.run(["curl", "-s", f"{PROMETHEUS}/api/v1/alerts"]).stdout)
+    return [a for a in body["data"]["alerts"] if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+
+def _until(what: str, check, timeout: float, every: float = 2.0):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        got = check()
+        if got:
+            return got, time.monotonic() - t0
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s")
+
+
+def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped_gateway(fleet, first_run):
+    """The ernie_monitoring role on a serving host: Debian's Prometheus scrapes the routed instance (labels from
+    ernie.yaml), the node exporter reports the units, the blackbox exporter probes /health and a completion
+    through nginx. kill -9 of the routed engine fires ErnieInstanceDown until systemd's restart serves again;
+    nginx stopped fires ErnieGatewayProbeFailing. A rules file promtool refuses stops the run and the running
+    rules stay."""
+    assert first_run.rc == 0, "needs the first run"
+    sb = fleet.hosts["ans-a"]
+    for unit in ("prometheus", "prometheus-node-exporter", "prometheus-blackbox-exporter"):
+        assert sb.show(f"{unit}.service", "ActiveState") == "active", unit
+    up, _ = _until("the routed instance scraped", lambda: _prom(sb, 'up{job="ernie-vllm", port="8000"} == 1'), 90)
+    assert up[0]["metric"]["host"] == "ans-a" and up[0]["metric"]["unit"] == "ernie-vllm@8000.service", up
+    _until("both probes succeeding", lambda: len(_prom(sb, "probe_success == 1")) == 2, 90)
+    _until("the unit's state from the node exporter",
+           lambda: _prom(sb, 'node_systemd_unit_state{name="ernie-vllm@8000.service", state="active"} == 1'), 90)  # fmt: skip
+
+    main = sb.show("ernie-vllm@8000.service", "MainPID")
+    engine = sb.run(["ps", "--ppid", main, "-o", "pid="]).stdout.split()[0]
+    sb.run(["kill", "-9", engine])
+    fired, t_fire = _until("ErnieInstanceDown firing", lambda: _alerts(sb, "ErnieInstanceDown"), 180)
+    assert [a["labels"]["port"] for a in fired] == ["8000"], fired  # never the inactive spare 8001
+    _, t_resolve = _until("ErnieInstanceDown resolved after the restart", lambda: not _alerts(sb, "ErnieInstanceDown"), 300)
+    assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active" and int(sb.show("ernie-vllm@8000.service", "NRestarts")) >= 1
+    print(f"\nkill -9 of the routed engine: ErnieInstanceDown fired after {t_fire:.0f} s, resolved {t_resolve:.0f} s later")
+
+    sb.systemctl("stop", "nginx.service")
+    try:
+        fired, t_probe = _until("ErnieGatewayProbeFailing firing", lambda: _alerts(sb, "ErnieGatewayProbeFailing"), 120)
+        assert {a["labels"]["job"] for a in fired} <= {"ernie-gateway-health", "ernie-gateway-completion"}, fired
+    finally:
+        sb.systemctl("start", "nginx.service")
+    _until("the probes succeeding again", lambda: len(_prom(sb, "probe_success == 1")) == 2, 90)
+    print(f"nginx stopped: ErnieGatewayProbeFailing fired after {t_probe:.0f} s")
+
+    before = sb.run("cat /etc/prometheus/rules/ernie-ops.rules.yml").stdout
+    broken = fleet.workdir / "broken.rules.yml"
+    broken.write_text(RULES.read_text().replace("expr: absent(up{", "expr: absnt(up{"))
+    bad = fleet.playbook("site.yml", "--tags", "monitoring", "--limit", "ans-a", ernie_monitoring_rules_src=str(broken))
+    print(f"site.yml --tags monitoring with a rule file promtool refuses: rc {bad.rc}")
+    assert bad.rc != 0 and "absnt" in bad.output, bad.output[-4000:]
+    assert sb.run("cat /etc/prometheus/rules/ernie-ops.rules.yml").stdout == before, "the refused file replaced the rules"
+    loaded = json.loads(sb.run(["curl", "-s", f"{PROMETHEUS}/api/v1/rules"]).stdout)["data"]["groups"]
+    assert {r["name"] for g in loaded for r in g["rules"]} >= {"ErnieInstanceDown", "ErnieGatewayProbeFailing"}
+    assert sb.show("prometheus.service", "ActiveState") == "active"
+
+
 def _bench(sb: sandbox.Sandbox):
     # light load (2 streams a host): 4 instances share 2 cores, and every new instance must load beside them
     return sb.spawn([PY, "-m", "ernie_ops", "bench", "-c", "2", "--duration", "1200", "--prompt-tokens", "32",
@@ -233,6 +308,13 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
         judged = [(d["what"], d["verdict"]["result"]) for d in last["decisions"] if "verdict" in d]
         print(f"  {name}: {last['plan']}: {judged}")
         assert last["outcome"] == "promoted" and judged == [("canary 1/1", "pass"), ("bake", "pass")], last
+    for name, sb in fleet.hosts.items():  # the prober, every 15 s through nginx, saw no failure during the cutovers
+        window = f"{int(up.seconds) + 20}s"
+        probes = _prom(sb, f"min_over_time(probe_success[{window}])")
+        counted = _prom(sb, f"count_over_time(probe_success[{window}])")
+        print(f"  {name}: probes during the upgrade: {[(p['metric']['job'], p['value'][1]) for p in counted]}, min success "
+              f"{[p['value'][1] for p in probes]}")  # fmt: skip
+        assert len(probes) == 2 and all(p["value"][1] == "1" for p in probes), (name, probes)
     assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
     assert all(h["failed"] == 0 for h in up.recap().values())
 
@@ -326,7 +408,7 @@ def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_
         assert sb.show("ernie-chainlit.service", "MainPID") == before[name][1], (name, "a document change restarted the app")
 
 
-@pytest.mark.parametrize("tag", ["vllm", "model", "ernie_ops", "nginx", "chat"])
+@pytest.mark.parametrize("tag", ["vllm", "model", "ernie_ops", "nginx", "chat", "monitoring"])
 def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb, hr):
     """`--tags chat` alone used to abort on a variable another role registers: each role, alone, on the
     provisioned hosts, finds nothing to change."""
