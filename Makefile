@@ -5,7 +5,7 @@ CACHE ?= $(HOME)/.cache/ernie-ops
 VENV ?= $(CACHE)/venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := nginx systemd python3-venv curl iproute2 util-linux procps chromium fonts-wqy-microhei \
-	prometheus prometheus-node-exporter prometheus-blackbox-exporter
+	prometheus prometheus-node-exporter prometheus-blackbox-exporter dbus
 REQS := requirements/test.txt
 STAMP := $(VENV)/.ernie-ops-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
