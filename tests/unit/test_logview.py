@@ -127,3 +127,51 @@ def test_the_cli_prints_json_lines_and_refuses_bad_input(cfg, tmp_path, capsys, 
     assert line["source"] == "gateway" and line["request"] == {"status": 200} and line["time"].startswith("20")
     assert cli.main(["--config", str(path), "logs", "--since", "soon"]) == 2
     assert "--since 'soon'" in capsys.readouterr().err
+
+
+class FakeJournal:
+    """Stands in for a `journalctl -f -o json` child: its lines, then it ends (terminate() is recorded)."""
+
+    def __init__(self, argv: list[str]):
+        self.argv, self.stdout, self.terminated = argv, iter([*run_journal(argv)]), False
+
+    def poll(self):
+        return None if not self.terminated else 0
+
+    def terminate(self):
+        self.terminated = True
+
+    def wait(self, timeout=None):
+        return 0
+
+
+def test_follow_prints_new_journal_and_gateway_lines_and_stops_its_children(cfg, tmp_path):
+    import threading
+
+    spawned, got, stop = [], [], threading.Event()
+
+    def spawn(argv):
+        spawned.append(FakeJournal(argv))
+        return spawned[-1]
+
+    def emit(e):
+        got.append(e)
+        if len(got) == 4:
+            stop.set()
+
+    def write_later():
+        import time
+
+        time.sleep(0.5)
+        with (tmp_path / "access.log").open("a") as f:
+            f.write(gline(T0 + 9) + "\n")
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    logview.follow(cfg, logview.select(cfg, ["8001", "ernie-ops", "gateway"]), phases=True, emit=emit, spawn=spawn, stop=stop)
+    writer.join()
+    sources = sorted(e.source for e in got)
+    assert sources == ["8001", "8001", "ernie-ops", "gateway"], [e.line() for e in got]  # phases: vLLM's own line left out
+    assert all("-f" in p.argv and p.argv[p.argv.index("-n") + 1] == "0" for p in spawned)
+    assert all(p.terminated for p in spawned)
+    assert [e.at for e in got if e.source == "gateway"] == [T0 + 9]  # only what was written after the start
