@@ -69,13 +69,18 @@ def parse(text: str) -> Snapshot:
     )
 
 
+def fetch(client: httpx.Client, base: str, timeout: float) -> str:
+    """An instance's /metrics text; httpx.HTTPError when it does not answer 200 (status, top, the canary gate)."""
+    r = client.get(f"{base}/metrics", timeout=timeout)
+    r.raise_for_status()
+    return r.text
+
+
 def snapshot(base: str, timeout: float = 5.0, client: httpx.Client | None = None) -> Snapshot:
     own = client is None
     client = client or httpx.Client()
     try:
-        r = client.get(f"{base}/metrics", timeout=timeout)
-        r.raise_for_status()
-        return parse(r.text)
+        return parse(fetch(client, base, timeout))
     finally:
         if own:
             client.close()

@@ -26,6 +26,7 @@ JOB_HEALTH = "ernie-gateway-health"
 JOB_COMPLETION = "ernie-gateway-completion"
 MODULE_HEALTH = "ernie_health"
 MODULE_COMPLETION = "ernie_completion"
+HEADER = "# Written by `ernie-ops monitoring render` from /etc/ernie-ops/ernie.yaml (the ernie_monitoring role): edit that.\n"
 
 
 def unit(port: int) -> str:
@@ -170,6 +171,3 @@ def render(
         "ernie-probes-completion.json": as_json(probes["completion"]),
         "ernie_ops_paths.prom": generate_latest(path_info(cfg, ismount)).decode(),
     }
-
-
-HEADER = "# Written by `ernie-ops monitoring render` from /etc/ernie-ops/ernie.yaml (the ernie_monitoring role): edit that.\n"

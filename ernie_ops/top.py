@@ -91,8 +91,7 @@ class Sampler:
             except ValueError:
                 kept.clear()
                 continue
-            while len(kept) > 2 and now - kept[1].at >= self.window_seconds:
-                kept.popleft()
+            window.slide(kept, now, self.window_seconds)
             while self.outcomes[port] and now - self.outcomes[port][0][0] > self.window_seconds:
                 self.outcomes[port].popleft()
 
@@ -133,9 +132,7 @@ class Sampler:
 def http_scrape(cfg: Config, client: httpx.Client) -> Scrape:
     def scrape(port: int) -> str | None:
         try:
-            r = client.get(f"{probe.base_url(port)}/metrics", timeout=min(2.0, cfg.health.request_timeout_seconds))
-            r.raise_for_status()
-            return r.text
+            return metrics.fetch(client, probe.base_url(port), min(2.0, cfg.health.request_timeout_seconds))
         except httpx.HTTPError:
             return None
 

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import httpx
 
-from ernie_ops import accesslog, probe, window
+from ernie_ops import accesslog, metrics, probe, window
 from ernie_ops.accesslog import Outcomes
 from ernie_ops.config import Config
 from ernie_ops.slo import Side
@@ -58,9 +58,7 @@ class RealMeter:
         scrapes: dict[int, window.Scrape | str] = {}
         for port in self.ports:
             try:
-                r = self.client.get(f"{probe.base_url(port)}/metrics")
-                r.raise_for_status()
-                scrapes[port] = window.parse(r.text)
+                scrapes[port] = window.parse(metrics.fetch(self.client, probe.base_url(port), self.timeout))
             except httpx.HTTPError as exc:
                 scrapes[port] = f"does not answer /metrics ({type(exc).__name__})"
             except ValueError as exc:
@@ -98,8 +96,7 @@ class Windows:
         self.total.add(tick.outcomes)
         self.recent.append(tick)
         self.last = tick
-        while len(self.recent) > 2 and tick.at - self.recent[1].at >= self.window_seconds:
-            self.recent.popleft()
+        window.slide(self.recent, tick.at, self.window_seconds)
 
     @property
     def seconds(self) -> float:

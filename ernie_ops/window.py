@@ -12,6 +12,7 @@ instead of reading a negative count as "fewer errors".
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -92,6 +93,14 @@ class Delta:
     requests: float  # finished, any reason
     failed: float  # finished with error or abort
     seconds: float
+
+
+def slide(kept: deque, now: float, seconds: float) -> None:
+    """Drop the oldest samples (anything with `.at`) while the next one is still at least `seconds` old: the window
+    then starts at the newest sample that old, so it covers at least `seconds` once there are enough (the canary
+    gate's recent window and `ernie-ops top`)."""
+    while len(kept) > 2 and now - kept[1].at >= seconds:
+        kept.popleft()
 
 
 def parse(text: str) -> Scrape:
