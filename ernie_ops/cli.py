@@ -35,6 +35,15 @@ def _port(text: str) -> int:
     return value
 
 
+def _remote_url(text: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a gateway URL like http://10.0.0.5:80 (scheme, address, optional port)")
+    return text.rstrip("/")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep the message short
         self.print_usage(sys.stderr)
@@ -113,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     mr.add_argument("--rules", action="append", help="a rule file prometheus.yml loads (repeatable)")
     mr.add_argument("--node", default="127.0.0.1:9100", help="the node exporter's address ('' for none)")
     mr.add_argument("--blackbox", default="127.0.0.1:9115", help="the blackbox exporter's address ('' for none)")
+    mr.add_argument("--remote-url", type=_remote_url, help="this gateway's URL from a central Prometheus: adds remote/*@HOST.json")
     mr.set_defaults(func=cmd_monitoring_render)
 
     st = sub.add_parser("status", help="instances, health, load, and where nginx routes")
@@ -381,7 +391,7 @@ def cmd_monitoring_render(args: argparse.Namespace) -> int:
     cfg = config.load(args.config)
     files = monitoring.render(
         cfg, args.host, sd_dir=args.sd_dir, rules=tuple(args.rules or ("/etc/prometheus/rules/ernie-ops.rules.yml",)),
-        node=args.node or None, blackbox=args.blackbox or None, ismount=os.path.ismount,
+        node=args.node or None, blackbox=args.blackbox or None, ismount=os.path.ismount, remote_url=args.remote_url,
     )  # fmt: skip
     print(json.dumps(files, indent=2))
     return EXIT_OK

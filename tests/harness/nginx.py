@@ -84,6 +84,10 @@ class Nginx:
                 time.sleep(0.05)
         raise RuntimeError(f"nginx did not start: {(self.prefix / 'logs' / 'error.log').read_text()[-2000:]}")
 
+    def reload(self) -> None:
+        """`nginx -s reload`: validated first by nginx itself; new workers take the files, old ones finish."""
+        subprocess.run([NGINX, *self.args, "-s", "reload"], check=True, capture_output=True, timeout=30)
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGQUIT)  # graceful

@@ -94,6 +94,11 @@ class Prometheus(Process):
     def alerts(self) -> list[dict]:
         return httpx.get(f"{self.url}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
 
+    def loaded_rules(self) -> list[dict]:
+        """Every loaded rule with its health, last error and last evaluation time."""
+        groups = httpx.get(f"{self.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+        return [r for g in groups for r in g["rules"]]
+
     def wait(self, what: str, check, timeout: float = 60, every: float = 0.5):
         """Poll `check()` until it returns something truthy; fail with `what` and the last value."""
         deadline, last = time.monotonic() + timeout, None

@@ -74,6 +74,7 @@ class Load:
 
 
 stack_load: list[Load] = []  # the module's load, for the test that pauses it
+exporters: dict[str, str] = {}  # the module's node and blackbox exporters' addresses, for the central Prometheus
 
 
 @pytest.fixture(scope="module")
@@ -90,11 +91,12 @@ def stack(served_gateway, tiny_model_dir):
         write_to_textfile(str(textfiles / "ernie_ops_paths.prom"), monitoring.path_info(cfg, os.path.ismount))
         started.append(bb := prom.blackbox(work / "blackbox", monitoring.blackbox_modules(cfg)))
         started.append(node := prom.node_exporter(work / "node", textfiles))
+        exporters.update(node=node.url.removeprefix("http://"), blackbox=bb.url.removeprefix("http://"))
         sd = work / "sd"
         sd.mkdir()
         files = monitoring.render(cfg, "h1", sd_dir=str(sd), node=node.url.removeprefix("http://"),
                                   blackbox=bb.url.removeprefix("http://"), ismount=os.path.ismount)  # fmt: skip
-        for name in ("ernie-vllm.json", "ernie-probes-health.json", "ernie-probes-completion.json"):
+        for name in ("ernie-vllm.json", "ernie-node.json", "ernie-probes-health.json", "ernie-probes-completion.json"):
             (sd / name).write_text(files[name])
         gone = free_port()  # a second host whose only instance answers nothing
         (sd / "ernie-vllm-gone.json").write_text(json.dumps(monitoring.targets(config.Config(instances=[{"port": gone}]), "gone")))
@@ -138,6 +140,65 @@ def test_the_rendered_config_checks_and_every_target_is_scraped(stack):
     )
     paths = {path for r in joined for path in r["metric"]["paths"].split(", ")}
     assert paths == set(monitoring.watched_paths(cfg)), paths
+
+
+def test_a_central_prometheus_scrapes_each_instance_and_the_node_exporter_through_the_gateway(stack):
+    """A second real Prometheus, the central one of another host in production: it reaches h1 only through h1's
+    nginx (/metrics/PORT and /metrics/node, from the scrape map ernie-ops renders) with the targets h1 renders for
+    it (`remote_url`), so its series carry the same labels and the same rules hold. An address metrics-allow.conf
+    lacks gets a 403; a name the map lacks, a 404."""
+    _, cfg, work, sg = stack
+    files = monitoring.render(cfg, "h1", node=exporters["node"], remote_url=sg.ng.url)
+    scrape_map = sg.ng.prefix / "conf" / "ernie-ops" / "scrape-targets.map"
+    before = scrape_map.read_text()
+    central = None
+    try:
+        scrape_map.write_text(files["scrape-targets.map"])
+        sg.ng.reload()
+        url = f"{sg.ng.url}/metrics/{sg.port}"
+        deadline = time.monotonic() + 20
+        while (r := httpx.get(url, timeout=10)).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the old workers answer until the new ones run
+        assert r.status_code == 200 and "vllm:num_requests_running" in r.text, r.text[:300]
+        assert "node_filesystem_avail_bytes" in httpx.get(f"{sg.ng.url}/metrics/node", timeout=10).text
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:  # not allow-listed
+            assert other.get(url, timeout=10).status_code == 403
+        assert httpx.get(f"{sg.ng.url}/metrics/1", timeout=10).status_code == 404
+
+        sd = work / "central-sd"
+        (sd / monitoring.REMOTE_DIR).mkdir(parents=True)
+        for name, text in files.items():
+            if name.startswith(f"{monitoring.REMOTE_DIR}/"):
+                (sd / name).write_text(text)
+        conf = monitoring.prometheus_config(sd_dir=str(sd), rules=[], blackbox=exporters["blackbox"])
+        conf["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        central = prom.prometheus(work / "central", conf, {"ernie-ops.rules.yml": prom.with_short_for(RULES.read_text())})
+        port = str(sg.port)
+        up = central.wait("h1's instance scraped through its gateway",
+                          lambda: central.query(f'up{{job="ernie-vllm", host="h1", port="{port}"}} == 1'))  # fmt: skip
+        assert up[0]["metric"]["unit"] == f"ernie-vllm@{port}.service" and up[0]["metric"]["model"] == SERVED_NAME, up
+        assert up[0]["metric"]["instance"] == sg.ng.url.removeprefix("http://"), up  # the gateway, not 127.0.0.1:PORT
+        central.wait("h1's node exporter through its gateway", lambda: central.query('up{job="ernie-node", host="h1"} == 1'))
+        for job in (monitoring.JOB_HEALTH, monitoring.JOB_COMPLETION):
+            central.wait(f"{job} of h1's gateway", lambda job=job: central.query(f'probe_success{{job="{job}", host="h1"}} == 1'))
+        # the disk rule's join needs both exporters' series with the same host label
+        join = 'node_filesystem_avail_bytes{job="ernie-node", host="h1"} * on (host, mountpoint) group_left (paths) ernie_ops_path_info'
+        joined = central.wait("h1's filesystems joined to its paths", lambda: central.query(join))
+        assert {path for r in joined for path in r["metric"]["paths"].split(", ")} == set(monitoring.watched_paths(cfg))
+
+        # the same rules evaluate there without error, and the serving host is not reported down
+        def evaluated() -> list[dict]:
+            loaded = central.loaded_rules()
+            return loaded if loaded and all(not x["lastEvaluation"].startswith("0001") for x in loaded) else []
+
+        rules = central.wait("every rule evaluated", evaluated)
+        assert all(x["health"] == "ok" for x in rules), [(x["name"], x.get("lastError")) for x in rules if x["health"] != "ok"]
+        assert not [a for a in central.alerts() if a["labels"].get("host") == "h1" and a["labels"]["alertname"].startswith("ErnieHost")]
+    finally:
+        if central is not None:
+            central.stop()
+        scrape_map.write_text(before)
+        sg.ng.reload()
 
 
 def test_every_vllm_name_the_rules_and_the_dashboard_use_is_in_a_live_metrics_page(stack):
