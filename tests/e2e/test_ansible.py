@@ -50,12 +50,15 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeo
 
 @pytest.fixture(scope="module")
 def fleet(tiny_model_dir):
-    f = provision.Fleet(["ans-a", "ans-b"], tiny_model_dir)
+    f = provision.Fleet(["ans-a", "ans-b"], tiny_model_dir, lan=True)
     f.vars.update(demo.chat_user_vars(USER, PASSWORD))
-    # the monitoring role with the repository's rules, `for:` shortened to seconds (the same expressions)
+    # the monitoring role with the repository's rules, `for:` shortened to seconds (the same expressions);
+    # ans-a is also the central Prometheus: it scrapes and probes ans-b through ans-b's gateway on the lan
     rules = f.workdir / "ernie-ops.rules.yml"
     rules.write_text(prom.with_short_for(RULES.read_text(), seconds=5))
-    f.vars.update(ernie_monitoring_enabled=True, ernie_monitoring_rules_src=str(rules))
+    f.vars.update(ernie_monitoring_enabled=True, ernie_monitoring_rules_src=str(rules),
+                  ernie_nginx_metrics_allow=["127.0.0.1", "::1", f.lan.addresses["ans-a"]])  # fmt: skip
+    f.host_vars["ans-a"]["ernie_monitoring_scrape_hosts"] = ["ans-b"]
     try:
         yield f
     finally:
@@ -183,17 +186,35 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
     sb = fleet.hosts["ans-a"]
     for unit in ("prometheus", "prometheus-node-exporter", "prometheus-blackbox-exporter"):
         assert sb.show(f"{unit}.service", "ActiveState") == "active", unit
-    up, _ = _until("the routed instance scraped", lambda: _prom(sb, 'up{job="ernie-vllm", port="8000"} == 1'), 90)
-    assert up[0]["metric"]["host"] == "ans-a" and up[0]["metric"]["unit"] == "ernie-vllm@8000.service", up
-    _until("both probes succeeding", lambda: len(_prom(sb, "probe_success == 1")) == 2, 90)
+    up, _ = _until("the routed instance scraped", lambda: _prom(sb, 'up{job="ernie-vllm", host="ans-a", port="8000"} == 1'), 90)
+    assert up[0]["metric"]["unit"] == "ernie-vllm@8000.service", up
+    _until("both probes succeeding", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
     _until("the unit's state from the node exporter",
            lambda: _prom(sb, 'node_systemd_unit_state{name="ernie-vllm@8000.service", state="active"} == 1'), 90)  # fmt: skip
+
+    # the central Prometheus: ans-b's instance, node exporter and gateway, only through ans-b's nginx on the lan
+    b_addr = fleet.lan.addresses["ans-b"]
+    remote, _ = _until(
+        "ans-b's routed instance scraped by ans-a", lambda: _prom(sb, 'up{job="ernie-vllm", host="ans-b", port="8000"} == 1'), 90
+    )
+    assert remote[0]["metric"]["instance"] == f"{b_addr}:80", remote
+    _until(
+        "ans-b's unit state on ans-a",
+        lambda: _prom(sb, 'node_systemd_unit_state{host="ans-b", name="ernie-vllm@8000.service", state="active"} == 1'),
+        90,
+    )
+    _until("ans-b's gateway probed from ans-a", lambda: len(_prom(sb, 'probe_success{host="ans-b"} == 1')) == 2, 90)
+    assert _prom(sb, 'up{job="ernie-vllm", host="ans-b", port="8001"} == 0'), "the spare is a target too"
+    not_allowed = fleet.hosts["ans-b"].run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                            f"http://{fleet.lan.addresses['ans-a']}/metrics/8000"], check=False)  # fmt: skip
+    assert not_allowed.stdout == "403", not_allowed  # ans-b is not on ans-a's allow-list
+    print(f"\nans-a scrapes ans-b through {b_addr}:80/metrics/PORT and /metrics/node; ans-b is refused ans-a's (403)")
 
     main = sb.show("ernie-vllm@8000.service", "MainPID")
     engine = sb.run(["ps", "--ppid", main, "-o", "pid="]).stdout.split()[0]
     sb.run(["kill", "-9", engine])
     fired, t_fire = _until("ErnieInstanceDown firing", lambda: _alerts(sb, "ErnieInstanceDown"), 180)
-    assert [a["labels"]["port"] for a in fired] == ["8000"], fired  # never the inactive spare 8001
+    assert [(a["labels"]["host"], a["labels"]["port"]) for a in fired] == [("ans-a", "8000")], fired  # never a spare
     _, t_resolve = _until("ErnieInstanceDown resolved after the restart", lambda: not _alerts(sb, "ErnieInstanceDown"), 300)
     assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active" and int(sb.show("ernie-vllm@8000.service", "NRestarts")) >= 1
     print(f"\nkill -9 of the routed engine: ErnieInstanceDown fired after {t_fire:.0f} s, resolved {t_resolve:.0f} s later")
@@ -204,15 +225,23 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
         assert {a["labels"]["job"] for a in fired} <= {"ernie-gateway-health", "ernie-gateway-completion"}, fired
     finally:
         sb.systemctl("start", "nginx.service")
-    _until("the probes succeeding again", lambda: len(_prom(sb, "probe_success == 1")) == 2, 90)
+    _until("the probes succeeding again", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
     print(f"nginx stopped: ErnieGatewayProbeFailing fired after {t_probe:.0f} s")
 
     before = sb.run("cat /etc/prometheus/rules/ernie-ops.rules.yml").stdout
     broken = fleet.workdir / "broken.rules.yml"
     broken.write_text(RULES.read_text().replace("expr: absent(up{", "expr: absnt(up{"))
+    remote = "/etc/prometheus/file_sd/remote"
+    sb.write(f"{remote}/ernie-vllm@gone.json", "[]\n")  # a host no longer in ernie_monitoring_scrape_hosts
+    kept = sb.run(f"cat {remote}/ernie-vllm@ans-b.json").stdout
     bad = fleet.playbook("site.yml", "--tags", "monitoring", "--limit", "ans-a", ernie_monitoring_rules_src=str(broken))
     print(f"site.yml --tags monitoring with a rule file promtool refuses: rc {bad.rc}")
     assert bad.rc != 0 and "absnt" in bad.output, bad.output[-4000:]
+    # the same run, before the rules: ans-b, left out by --limit, keeps its targets; the host no longer listed loses its
+    assert "ans-b not in this run" in bad.output, bad.output[-4000:]
+    stems = ("ernie-node", "ernie-probes-completion", "ernie-probes-health", "ernie-vllm")
+    assert sb.run(f"ls {remote}").stdout.split() == [f"{stem}@ans-b.json" for stem in stems]
+    assert sb.run(f"cat {remote}/ernie-vllm@ans-b.json").stdout == kept
     assert sb.run("cat /etc/prometheus/rules/ernie-ops.rules.yml").stdout == before, "the refused file replaced the rules"
     loaded = json.loads(sb.run(["curl", "-s", f"{PROMETHEUS}/api/v1/rules"]).stdout)["data"]["groups"]
     assert {r["name"] for g in loaded for r in g["rules"]} >= {"ErnieInstanceDown", "ErnieGatewayProbeFailing"}
@@ -314,7 +343,8 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
         counted = _prom(sb, f"count_over_time(probe_success[{window}])")
         print(f"  {name}: probes during the upgrade: {[(p['metric']['job'], p['value'][1]) for p in counted]}, min success "
               f"{[p['value'][1] for p in probes]}")  # fmt: skip
-        assert len(probes) == 2 and all(p["value"][1] == "1" for p in probes), (name, probes)
+        # ans-a, the central one, probes ans-b's gateway too, over the lan
+        assert len(probes) == {"ans-a": 4, "ans-b": 2}[name] and all(p["value"][1] == "1" for p in probes), (name, probes)
     assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
     assert all(h["failed"] == 0 for h in up.recap().values())
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from tests.harness import sandbox
+from tests.harness.lan import Lan
 from tests.harness.paths import ARTIFACTS
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -87,12 +88,15 @@ class Run:
 class Fleet:
     """Sandboxed hosts in one inventory; always call `down()`."""
 
-    def __init__(self, names: list[str], model_dir: Path, extra_ro: dict[str, str] | None = None):
+    def __init__(self, names: list[str], model_dir: Path, extra_ro: dict[str, str] | None = None, lan: bool = False):
+        """`lan`: the hosts share a private segment (tests/harness/lan.py); each one's address is its ansible_host."""
         EMPTY_UNITS.mkdir(exist_ok=True)
         if not WHEELHOUSE.is_dir():
             raise RuntimeError(f"no wheelhouse at {WHEELHOUSE}: run `make wheelhouse` (part of `make test`)")
         self.hosts: dict[str, sandbox.Sandbox] = {}
         self.vars: dict[str, object] = {}  # inventory variables of every run (a test's overrides win)
+        self.host_vars: dict[str, dict[str, object]] = {name: {} for name in names}  # one host's, of every run
+        self.lan: Lan | None = None
         self.workdir = Path(f"/var/tmp/ernie-ops-ansible-{os.getpid()}-{'-'.join(names)}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): SEED_INSIDE, **(extra_ro or {})}
@@ -101,6 +105,10 @@ class Fleet:
                 sb = sandbox.up(name, share=PROJECT, units=EMPTY_UNITS, binds_ro=binds, net=True, upper_on_disk=True)
                 self.hosts[name] = sb
                 sb.run("ip link set lo up")
+            if lan:
+                self.lan = Lan("-".join(names))
+                for name, sb in self.hosts.items():
+                    self.host_vars[name]["ansible_host"] = self.lan.attach(name, sb)
         except BaseException:
             self.down()
             raise
@@ -112,7 +120,8 @@ class Fleet:
             # so parallel starts do not queue on core 0 (measured: 129 s vs ~60 s for two hosts)
             first, second = str(i % 2), str((i + 1) % 2)
             instances = [{"port": 8000, "cpu_cores": first}, {"port": 8001, "cpu_cores": second}]
-            hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **self.vars, **overrides}
+            hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **self.vars,
+                           **self.host_vars[name], **overrides}  # fmt: skip
         path = self.workdir / "hosts.yml"
         path.write_text(yaml.safe_dump({"ernie_inference": {"hosts": hosts}}, sort_keys=False))
         return path
@@ -146,6 +155,8 @@ class Fleet:
             futures = [pool.submit(one, sb) for sb in self.hosts.values()]
         errors = [f.exception() for f in futures if f.exception() is not None]
         self.hosts.clear()
+        if self.lan is not None:
+            self.lan.down()
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.workdir)], check=False)
         if errors:
             raise errors[0]
