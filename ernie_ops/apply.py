@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ernie_ops import config as config_mod
-from ernie_ops import systemd
+from ernie_ops import marks, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.gateway import Gateway, GatewayError, render_upstream
@@ -55,6 +55,7 @@ class Route:
     initial: bool  # True: no include names a port yet; routed_port is the fresh host's first route
     upstream_file: str
     changed: bool = False  # route --init wrote the include
+    warnings: list[str] = field(default_factory=list)  # e.g. the cutover marks not written
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -95,6 +96,8 @@ def init_route(cfg: Config, initial: int | None = None, check: bool = False) -> 
                 Gateway(cfg.gateway).write_upstream(render_upstream(r.routed_port))
             except OSError as exc:
                 raise GatewayError(f"cannot write the upstream include {path} (gateway.upstream_file): {exc.strerror or exc}") from None
+    if not check and (warning := marks.write(cfg)) is not None:  # also on an existing route: a newly set textfile
+        r.warnings.append(warning)
     return r
 
 

@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     mr.add_argument("--rules", action="append", help="a rule file prometheus.yml loads (repeatable)")
     mr.add_argument("--node", default="127.0.0.1:9100", help="the node exporter's address ('' for none)")
     mr.add_argument("--blackbox", default="127.0.0.1:9115", help="the blackbox exporter's address ('' for none)")
+    mr.add_argument("--probe-key-file", help="the file holding the bearer key the completion probe sends (gateway with API keys)")
     mr.add_argument("--remote-url", type=_remote_url, help="this gateway's URL from a central Prometheus: adds remote/*@HOST.json")
     mr.set_defaults(func=cmd_monitoring_render)
 
@@ -392,6 +393,7 @@ def cmd_monitoring_render(args: argparse.Namespace) -> int:
     files = monitoring.render(
         cfg, args.host, sd_dir=args.sd_dir, rules=tuple(args.rules or ("/etc/prometheus/rules/ernie-ops.rules.yml",)),
         node=args.node or None, blackbox=args.blackbox or None, ismount=os.path.ismount, remote_url=args.remote_url,
+        probe_key_file=args.probe_key_file or None,
     )  # fmt: skip
     print(json.dumps(files, indent=2))
     return EXIT_OK
@@ -427,6 +429,8 @@ def cmd_route(args: argparse.Namespace) -> int:
         how = "initial route of a fresh host" if r.initial else f"from {r.upstream_file}"
         wrote = (" (would write it)" if args.check else f" (wrote {r.upstream_file})") if r.changed else ""
         out_console.print(f"routed: {r.routed_port} ({how}){wrote}; spare: {r.spare_port if r.spare_port is not None else 'none'}")
+        for w in r.warnings:
+            err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     return EXIT_OK
 
 

@@ -436,6 +436,16 @@ class ChatConfig(_Section):
         return [ScenarioConfig.model_validate(s) for s in BUILTIN]
 
 
+class MonitoringConfig(_Section):
+    """What ernie-ops itself gives Prometheus (the ernie_monitoring role sets it)."""
+
+    textfile: str | None = Field(
+        None,
+        description="cutover marks for the node exporter's textfile collector (a .prom file in its directory); null: none",
+        pattern=r"^/.+\.prom$",
+    )
+
+
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     vllm: VllmConfig = Field(default_factory=VllmConfig)
@@ -445,6 +455,7 @@ class Config(_Section):
     health: HealthConfig = Field(default_factory=HealthConfig)
     cutover: CutoverConfig = Field(default_factory=CutoverConfig)
     chat: ChatConfig = Field(default_factory=ChatConfig)
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
 
     @field_validator("instances")
     @classmethod

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ernie_ops import rollout, rollout_file, state, systemd
+from ernie_ops import marks, rollout, rollout_file, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
 from ernie_ops.hostops import HostOps, RealHost
@@ -358,6 +358,8 @@ class Cutover:
             r.warnings.extend(st.warnings)  # a corrupt state file kept aside
         except state.StateDirError as exc:
             r.warnings.append(f"the history was not recorded: {exc}")
+        if (warning := marks.write(self.cfg)) is not None:
+            r.warnings.append(warning)
 
     # -- undo ------------------------------------------------------------------------------
     def _restore(self, previous_text: str) -> str:

@@ -86,23 +86,23 @@ def remote_targets(cfg: Config, host: str, url: str, node: bool) -> dict[str, li
     return files
 
 
-def blackbox_modules(cfg: Config) -> dict:
-    """The blackbox exporter's config: a /health GET and a one-token completion that must return a choice."""
+def blackbox_modules(cfg: Config, key_file: str | None = None) -> dict:
+    """The blackbox exporter's config: a /health GET and a one-token completion that must return a choice; when
+    the gateway requires API keys, the completion sends the bearer key read from `key_file` (a 401 is a failure)."""
     body = json.dumps({"model": cfg.model.served_name, "prompt": cfg.health.smoke_prompt, "max_tokens": 1})
+    completion: dict = {
+        "method": "POST",
+        "headers": {"Content-Type": "application/json"},
+        "body": body,
+        "valid_status_codes": [200],
+        "fail_if_body_not_matches_regexp": ['"choices"'],
+    }
+    if key_file:
+        completion["authorization"] = {"type": "Bearer", "credentials_file": key_file}
     return {
         "modules": {
             MODULE_HEALTH: {"prober": "http", "timeout": "5s", "http": {"method": "GET", "valid_status_codes": [200]}},
-            MODULE_COMPLETION: {
-                "prober": "http",
-                "timeout": "10s",
-                "http": {
-                    "method": "POST",
-                    "headers": {"Content-Type": "application/json"},
-                    "body": body,
-                    "valid_status_codes": [200],
-                    "fail_if_body_not_matches_regexp": ['"choices"'],
-                },
-            },
+            MODULE_COMPLETION: {"prober": "http", "timeout": "10s", "http": completion},
         }
     }
 
@@ -202,6 +202,7 @@ def render(
     blackbox: str | None = "127.0.0.1:9115",
     ismount: Callable[[str], bool] = lambda _path: False,
     remote_url: str | None = None,
+    probe_key_file: str | None = None,
 ) -> dict[str, str]:
     """Every file the monitoring and nginx roles write, by name, as text (`ernie-ops monitoring render` prints
     them); with `remote_url` also `remote/STEM@HOST.json`, this host's targets for a central Prometheus."""
@@ -213,7 +214,7 @@ def render(
     prom = prometheus_config(sd_dir=sd_dir, rules=list(rules), node=bool(node), blackbox=blackbox)
     files = {
         "prometheus.yml": HEADER + yaml.safe_dump(prom, sort_keys=False),
-        "blackbox.yml": HEADER + yaml.safe_dump(blackbox_modules(cfg), sort_keys=False),
+        "blackbox.yml": HEADER + yaml.safe_dump(blackbox_modules(cfg, probe_key_file), sort_keys=False),
         f"{SD_VLLM}.json": as_json(targets(cfg, host)),
         f"{SD_HEALTH}.json": as_json(probes["health"]),
         f"{SD_COMPLETION}.json": as_json(probes["completion"]),

@@ -115,6 +115,14 @@ PANELS: list[timeseries.Panel | stat.Panel] = [
     .unit("short")
     .with_target(query(f"sum by (host) (up{{{SEL}}})", "{{host}}"))
     .description("Scraped instances answering /metrics; the spare of a cutover pair is down by design."),
+    stat.Panel()
+    .title("Routed port")
+    .datasource(DS)
+    .height(8)
+    .span(12)
+    .unit("none")
+    .with_target(query('ernie_ops_routed_port{host=~"$host"}', "{{host}}"))
+    .description("The instance nginx routes every request to, written by ernie-ops after each cutover; none during a canary split."),
 ]
 
 
@@ -137,7 +145,10 @@ def build() -> dict:
         .with_variable(host)
         .with_variable(port)
     )
-    starts = db.AnnotationQuery().name("Instance starts (cutovers)").datasource(DS).enable(True).icon_color("orange")
+    # ernie-ops's own marks: a cutover or rollback ended (any outcome); instance starts include crash restarts
+    cutovers = db.AnnotationQuery().name("Cutovers and rollbacks").datasource(DS).enable(True).icon_color("purple")
+    board = board.annotation(cutovers.expr('changes(ernie_ops_cutover_last_timestamp_seconds{host=~"$host"}[2m]) > 0'))
+    starts = db.AnnotationQuery().name("Instance starts").datasource(DS).enable(True).icon_color("orange")
     board = board.annotation(starts.expr(f"changes(process_start_time_seconds{{{SEL}}}[2m]) > 0"))
     for panel in PANELS:
         board = board.with_panel(panel)

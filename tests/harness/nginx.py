@@ -115,4 +115,8 @@ def prepare(
     (conf / "ernie-ops" / "server.conf").write_text(f"listen 127.0.0.1:{port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n")
     (conf / "ernie-ops" / "upstream.conf").write_text(f"server 127.0.0.1:{upstream_port} max_fails=0;\n")
     (conf / "ernie-ops" / "chat-upstream.conf").write_text(f"server 127.0.0.1:{chat_port};\n")
+    if api_keys:  # what the role's api-keys.map.j2 writes
+        (conf / "ernie-ops" / "api-keys.map").write_text("default 1;\n" + "".join(f'"Bearer {k}" 0;\n' for k in api_keys))
+    if metrics_allow is not None:
+        (conf / "ernie-ops" / "metrics-allow.conf").write_text(metrics_allow)
     return Nginx(prefix=prefix, port=port)

@@ -21,10 +21,10 @@ import pytest
 import yaml
 from prometheus_client import write_to_textfile
 
-from ernie_ops import config, monitoring, top
+from ernie_ops import config, marks, monitoring, top
 from grafana import dashboard
 from tests.conftest import free_port, write_config
-from tests.harness import prom, tiers
+from tests.harness import nginx, prom, tiers
 from tests.harness.tiny_model import SERVED_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,12 +83,14 @@ def stack(served_gateway, tiny_model_dir):
     started: list[prom.Process] = []
     load = None
     try:
-        cfg_path = write_config(work / "ernie.yaml", tiny_model_dir, [served_gateway.port], work / "cache",
-                                gateway=served_gateway.ng.gateway_config())  # fmt: skip
-        cfg = config.load(str(cfg_path))
         textfiles = work / "textfile"
+        cfg_path = write_config(work / "ernie.yaml", tiny_model_dir, [served_gateway.port], work / "cache",
+                                gateway=served_gateway.ng.gateway_config(),
+                                monitoring={"textfile": str(textfiles / "ernie_ops_cutover.prom")})  # fmt: skip
+        cfg = config.load(str(cfg_path))
         textfiles.mkdir()
         write_to_textfile(str(textfiles / "ernie_ops_paths.prom"), monitoring.path_info(cfg, os.path.ismount))
+        assert marks.write(cfg) is None  # the routed port, from the gateway's real include
         started.append(bb := prom.blackbox(work / "blackbox", monitoring.blackbox_modules(cfg)))
         started.append(node := prom.node_exporter(work / "node", textfiles))
         exporters.update(node=node.url.removeprefix("http://"), blackbox=bb.url.removeprefix("http://"))
@@ -201,6 +203,33 @@ def test_a_central_prometheus_scrapes_each_instance_and_the_node_exporter_throug
         sg.ng.reload()
 
 
+def test_the_completion_probe_of_a_gateway_with_api_keys_sends_the_key_from_its_file(stack):
+    """A gateway that requires bearer keys answers the key-less probe 401 (the alert would fire forever); the
+    module rendered with --probe-key-file sends the key read from that file, and the probe succeeds."""
+    _, cfg, work, sg = stack
+    keyed = nginx.prepare(work / "nginx-keys", free_port(), sg.port, api_keys=["k-probe", "k-other"]).start()
+    blackbox = None
+    try:
+        key_file = work / "probe.key"
+        key_file.write_text("k-probe\n")  # as the role writes it (a trailing newline is trimmed by the exporter)
+        blackbox = prom.blackbox(work / "blackbox-keys", monitoring.blackbox_modules(cfg, key_file=str(key_file)))
+        target = f"{keyed.url}/v1/completions"
+
+        def probe(exporter: str) -> dict[str, float]:
+            text = httpx.get(f"http://{exporter}/probe", params={"module": monitoring.MODULE_COMPLETION, "target": target}, timeout=30).text
+            return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(probe_success|probe_http_status_code) (\S+)$", text, re.M)}
+
+        without = probe(exporters["blackbox"])  # the module without a key
+        assert without == {"probe_success": 0.0, "probe_http_status_code": 401.0}, without
+        with_key = probe(blackbox.url.removeprefix("http://"))
+        assert with_key == {"probe_success": 1.0, "probe_http_status_code": 200.0}, with_key
+        print(f"\ncompletion probe of a keyed gateway: without the key {without}, with it {with_key}")
+    finally:
+        if blackbox is not None:
+            blackbox.stop()
+        keyed.stop()
+
+
 def test_every_vllm_name_the_rules_and_the_dashboard_use_is_in_a_live_metrics_page(stack):
     _p, _cfg, _work, sg = stack
     live = httpx.get(f"http://127.0.0.1:{sg.port}/metrics", timeout=10).text
@@ -241,12 +270,12 @@ def test_every_dashboard_panel_has_data(stack):
     """Each panel's query as Grafana would send it (variables: all hosts and ports; $__rate_interval: 30 s)."""
     p, _cfg, _work, _sg = stack
     board = dashboard.build()
-    annotation = board["annotations"]["list"][0]["expr"]
     for title, expr in dashboard.panel_queries(board):
         concrete = expr.replace("$__rate_interval", "30s").replace("$host", ".+").replace("$port", ".+")
         got = p.wait(f"panel {title!r} has data: {concrete}", lambda q=concrete: p.query(q), timeout=40)
         print(f"\n{title}: {len(got)} series")
-    p.query(annotation.replace("$host", ".+").replace("$port", ".+"))  # evaluates; empty until an instance starts
+    for annotation in board["annotations"]["list"]:  # they evaluate; empty until a cutover or an instance start
+        p.query(annotation["expr"].replace("$host", ".+").replace("$port", ".+"))
 
 
 def test_a_host_with_no_instance_answering_fires_and_the_serving_one_stays_silent(stack):

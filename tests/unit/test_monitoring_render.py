@@ -29,6 +29,17 @@ def test_the_completion_probe_asks_the_served_model_for_one_token():
     assert http["method"] == "POST" and json.loads(http["body"]) == {"model": "ernie-x", "prompt": "Hello", "max_tokens": 1}
     assert http["fail_if_body_not_matches_regexp"] == ['"choices"']
     assert modules[monitoring.MODULE_HEALTH]["http"]["method"] == "GET"
+    assert "authorization" not in http  # an open gateway
+
+
+def test_a_gateway_with_api_keys_gets_the_probe_key_from_a_file_never_in_the_config(tmp_path, capsys):
+    path = tmp_path / "ernie.yaml"
+    path.write_text("instances: [{port: 9000}]\n")
+    args = ["--config", str(path), "monitoring", "render", "--host", "h", "--probe-key-file", "/etc/prometheus/ernie-probe.key"]
+    assert cli.main(args) == 0
+    modules = yaml.safe_load(json.loads(capsys.readouterr().out)["blackbox.yml"])["modules"]
+    assert modules["ernie_completion"]["http"]["authorization"] == {"type": "Bearer", "credentials_file": "/etc/prometheus/ernie-probe.key"}
+    assert "authorization" not in modules["ernie_health"]["http"]  # /health asks for no key
 
 
 def test_the_prometheus_config_has_the_jobs_the_rules_read():
