@@ -32,6 +32,16 @@ def chat_user_vars(name: str, password: str) -> dict:
     return {"ernie_chat_users": {name: users.hash_password(password)}}
 
 
+def monitoring_vars() -> dict:
+    """The demo host runs the ernie_monitoring role too: its Prometheus on the demo address (alerts and graphs from
+    this machine), and this machine may read the gateway's /metrics/PORT and /metrics/node."""
+    return {
+        "ernie_monitoring_enabled": True,
+        "ernie_monitoring_prometheus_listen": f"{GUEST_IP}:9090",
+        "ernie_nginx_metrics_allow": ["127.0.0.1", "::1", HOST_IP],
+    }
+
+
 def login_line(state: object) -> str:
     if isinstance(state, dict) and "chat_password" in state:
         return f"chat login: {state.get('chat_user', CHAT_USER)} / {state['chat_password']}"
@@ -77,7 +87,7 @@ def up() -> int:
     save_state(STATE, state)
     _link(sb)
     print(f"sandboxed host up (systemd PID {sb.pid}); running ansible-playbook site.yml into it (~4 min) ...", flush=True)
-    run = fleet.playbook("site.yml", **chat_user_vars(CHAT_USER, password))
+    run = fleet.playbook("site.yml", **chat_user_vars(CHAT_USER, password), **monitoring_vars())
     print("\n".join(run.output.splitlines()[-6:]))
     if run.rc != 0:
         print(run.output[-6000:])
@@ -90,6 +100,8 @@ site.yml took {run.seconds:.0f} s. The host serves:
   health    http://{GUEST_IP}/health
   chat      http://{GUEST_IP}/      (Chainlit)
   {login_line(state)}
+  metrics   http://{GUEST_IP}/metrics/8000   http://{GUEST_IP}/metrics/node   (allowed for this machine)
+  alerts    http://{GUEST_IP}:9090/alerts    (Prometheus with the project's rules; Grafana: grafana/ in the repo)
 Try:
   curl -s http://{GUEST_IP}/health
   curl -sN http://{GUEST_IP}/v1/chat/completions -H 'Content-Type: application/json' \\
@@ -97,6 +109,8 @@ Try:
   {enter} ernie-ops status
   {enter} ernie-ops cutover 8001
   {enter} ernie-ops bench -d 20 -c 8
+  {enter} ernie-ops top
+  {enter} ernie-ops logs -n 20
   {enter} journalctl -u ernie-vllm@8000 -n 20
 Remove it: make demo-down""")
     return 0

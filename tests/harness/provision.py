@@ -142,17 +142,10 @@ class Fleet:
         return run
 
     def down(self) -> None:
-        """Stop and remove every host, all at once (each stop waits for its instances to drain)."""
-
-        def one(sb: sandbox.Sandbox) -> None:
-            try:
-                sb.systemctl("stop", "ernie-vllm.target", "ernie-vllm@8000.service", "ernie-vllm@8001.service",
-                             "ernie-chainlit.service", "nginx.service", check=False, timeout=180)  # fmt: skip
-            finally:
-                sb.down()
-
+        """Remove every host, all at once: `systemctl poweroff` in each (down.sh), and its PID 1 killed with the
+        whole PID namespace when the drains outlast 15 s (stopping each unit first cost 44-54 s per fleet)."""
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.hosts))) as pool:
-            futures = [pool.submit(one, sb) for sb in self.hosts.values()]
+            futures = [pool.submit(sb.down) for sb in self.hosts.values()]
         errors = [f.exception() for f in futures if f.exception() is not None]
         self.hosts.clear()
         if self.lan is not None:

@@ -64,3 +64,12 @@ def test_login_line(tmp_path):
     broken.write_text("{not json")
     assert demo.read_state(broken) is None
     assert demo.login_line(demo.read_state(broken)).startswith("chat login: unknown")
+
+
+def test_the_demo_monitoring_variables_are_the_roles_own():
+    roles = Path(__file__).resolve().parents[2] / "ansible" / "roles"
+    declared = set()
+    for role in ("ernie_monitoring", "ernie_nginx"):
+        declared |= set(yaml.safe_load((roles / role / "defaults" / "main.yml").read_text()))
+    assert set(demo.monitoring_vars()) <= declared
+    assert demo.HOST_IP in demo.monitoring_vars()["ernie_nginx_metrics_allow"]  # the operator's machine reads /metrics/PORT
