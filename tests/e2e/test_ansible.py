@@ -189,6 +189,8 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
     up, _ = _until("the routed instance scraped", lambda: _prom(sb, 'up{job="ernie-vllm", host="ans-a", port="8000"} == 1'), 90)
     assert up[0]["metric"]["unit"] == "ernie-vllm@8000.service", up
     _until("both probes succeeding", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
+    # ernie-ops's own mark (route --init of the first run), through the node exporter's textfile collector
+    _until("the routed port from ernie-ops", lambda: _prom(sb, 'ernie_ops_routed_port{host="ans-a"} == 8000'), 90)
     _until("the unit's state from the node exporter",
            lambda: _prom(sb, 'node_systemd_unit_state{name="ernie-vllm@8000.service", state="active"} == 1'), 90)  # fmt: skip
 
@@ -348,6 +350,10 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
               f"{[p['value'][1] for p in probes]}")  # fmt: skip
         # ans-a, the central one, probes ans-b's gateway too, over the lan
         assert len(probes) == {"ans-a": 4, "ans-b": 2}[name] and all(p["value"][1] == "1" for p in probes), (name, probes)
+        # the marks the dashboard annotates: the new route and the promoted cutover, as ernie-ops wrote them
+        _until(f"{name}'s cutover marks", lambda sb=sb, name=name: _prom(sb, f'ernie_ops_routed_port{{host="{name}"}} == {ROUTED}'), 60)
+        promoted = _prom(sb, f'max(ernie_ops_cutover_last_timestamp_seconds{{host="{name}", outcome="promoted"}})')
+        assert promoted and float(promoted[0]["value"][1]) > time.time() - up.seconds - 60, (name, promoted)
     assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
     assert all(h["failed"] == 0 for h in up.recap().values())
 
