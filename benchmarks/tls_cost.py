@@ -7,9 +7,11 @@ keep-alive on (TLS 1.2+, a self-signed ECDSA P-256 certificate the client verifi
 request goes through a delay relay adding `--rtt-ms` of round trip (tests/harness/delay_proxy.py: the TCP and TLS
 handshakes pay their round trips). Two clients stream completions at 1 and 16 concurrent streams: the official
 openai client (max_retries=0), and httpx reading each stream to its end. They differ in what keep-alive can give
-them: the openai client closes a streamed response at `data: [DONE]`, before the chunked body's last bytes arrive,
-so its connection is dropped and the next request opens a new one whatever the server allows (seen in httpcore's
-log: `receive_response_body.failed exception=GeneratorExit`); httpx reading to the end gets its connection back.
+them: the synchronous openai client (3.57) closes a streamed response at `data: [DONE]`, before the chunked body's
+last bytes arrive (`openai/_streaming.py`: `break`, then `response.close()`), so its connection is dropped and the
+next request opens a new one whatever the server allows (httpcore's log: `receive_response_body.failed
+exception=GeneratorExit`); httpx reading to the end, like AsyncOpenAI (which drains HTTP/1.1 streams), gets its
+connection back.
 Modes alternate round by round so a slow moment of the machine hits all of them.
 
 Printed per mode and concurrency: TTFT p50 (request sent -> first token), its ratio to HTTPS keep-alive on, and

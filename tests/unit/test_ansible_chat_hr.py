@@ -10,53 +10,34 @@ import json
 import os
 import re
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-from tests.harness import tiers
+from tests.harness import role_tasks, tiers
 from tests.harness.provision import Run
 
 PROJECT = Path(__file__).resolve().parents[2]
 ROLES = PROJECT / "ansible" / "roles"
-BIN = Path(sys.executable).parent
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
 GOOD = HEADER + "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07\nli.na,E0007,李娜,研发部,经理,,2019-03-01\n"
-STEP = {"ansible.builtin.include_role": {"name": "ernie_chat", "tasks_from": "{{ item }}"}, "loop": "{{ steps }}"}
-PLAY = [{"hosts": "all", "connection": "local", "gather_facts": False, "tasks": [STEP]}]
-
 # the role chowns chat.env and the export to root: as another user those tests skip (fail under CI's flag)
 needs_root = tiers.unavailable("the role writes chat.env and the HR export as root") if os.geteuid() != 0 else (lambda test: test)
 
 
 def playbook(tmp_path: Path, steps: list[str], hosts: dict[str, dict] | None = None, args: tuple[str, ...] = (), **extra: object) -> Run:
     """The role's `steps` on local hosts (each with its own variables), extra vars as -e (they beat role vars)."""
-    work = tmp_path / "ansible"
-    work.mkdir(exist_ok=True)
-    inventory = {"all": {"hosts": {name: {"ansible_python_interpreter": sys.executable, **v} for name, v in (hosts or {"h": {}}).items()}}}
-    (work / "hosts.yml").write_text(yaml.safe_dump(inventory, allow_unicode=True))
-    (work / "play.yml").write_text(yaml.safe_dump(PLAY))
     variables = {
-        "steps": steps,
         "ernie_ops_user": "root",
         "ernie_ops_cli": f"env PYTHONPATH={PROJECT} {sys.executable} -m ernie_ops",
         "ernie_chat_env_file": str(tmp_path / "chat.env"),
         **extra,
     }
-    (work / "vars.json").write_text(json.dumps(variables, ensure_ascii=False))
-    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(ROLES), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_HOME=str(work / "home"),
-               ANSIBLE_LOCAL_TEMP=str(work / "tmp"), ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACK_RESULT_FORMAT="json")  # fmt: skip
-    env.pop("ANSIBLE_CONFIG", None)
-    argv = [str(BIN / "ansible-playbook"), "-i", str(work / "hosts.yml"), str(work / "play.yml"), "-e", f"@{work / 'vars.json'}", *args]
-    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    return Run(proc.returncode, proc.stdout + proc.stderr, 0.0)
+    return role_tasks.run(tmp_path, "ernie_chat", steps, hosts or {"h": {}}, args, **variables)
 
 
-def failures(run: Run) -> dict[str, str]:
-    """{host: msg} of the failed tasks."""
-    return {m[1]: json.loads(m[2]).get("msg", "") for m in re.finditer(r"^fatal: \[(\S+)\]: FAILED! => (\{.*\})$", run.output, re.M)}
+failures = role_tasks.failures
 
 
 TOKENS = {  # host: (token, what the sentence says it contains); the tokens carry a marker that must never be printed
