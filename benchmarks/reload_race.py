@@ -92,11 +92,7 @@ def main() -> None:
         sp = serve_proc.start(cfg, port, work)
         sp2 = serve_proc.start(cfg, port2, work / "b")
         shipped = nginx.prepare(work / "shipped", free_port(), port)
-        keepalive = nginx.prepare(work / "keepalive", free_port(), port)
-        site = (nginx.PROJECT / "nginx" / "ernie-ops.conf").read_text().replace("keepalive_timeout 0;", "keepalive_timeout 65;")
-        (work / "keepalive" / "conf" / "site-keepalive.conf").write_text(site)
-        main_conf = work / "keepalive" / "conf" / "nginx.conf"
-        main_conf.write_text(main_conf.read_text().replace(str(nginx.PROJECT / "nginx" / "ernie-ops.conf"), "site-keepalive.conf"))
+        keepalive = nginx.prepare(work / "keepalive", free_port(), port, client_keepalive=True)
         try:
             sp.wait_ready()
             sp2.wait_ready()

@@ -59,15 +59,11 @@ def self_signed(work: Path) -> tuple[Path, Path]:
 
 
 def gateway(work: Path, name: str, upstream: int, tls: tuple[Path, Path] | None, keepalive: bool) -> nginx.Nginx:
-    ng = nginx.prepare(work / name, free_port(), upstream)
-    conf = ng.prefix / "conf"
+    ng = nginx.prepare(work / name, free_port(), upstream, client_keepalive=keepalive)
     listen = f"listen 127.0.0.1:{ng.port}{' ssl' if tls else ''};\naccess_log logs/ernie-ops.access.log ernie_ops;\n"
-    (conf / "ernie-ops" / "server.conf").write_text(listen + (TLS.format(cert=tls[0], key=tls[1]) if tls else ""))
-    if keepalive:
-        site = (nginx.PROJECT / "nginx" / "ernie-ops.conf").read_text().replace("keepalive_timeout 0;", "keepalive_timeout 65;")
-        (conf / "site-keepalive.conf").write_text(site)
-        main = conf / "nginx.conf"
-        main.write_text(main.read_text().replace(str(nginx.PROJECT / "nginx" / "ernie-ops.conf"), "site-keepalive.conf"))
+    (ng.prefix / "conf" / "ernie-ops" / "server.conf").write_text(listen + (TLS.format(cert=tls[0], key=tls[1]) if tls else ""))
+    if tls:
+        ng.scheme = "https"
     return ng
 
 
@@ -75,7 +71,6 @@ def gateway(work: Path, name: str, upstream: int, tls: tuple[Path, Path] | None,
 class Mode:
     name: str
     ng: nginx.Nginx
-    scheme: str
     proxy: DelayProxy | None = None
     ttft: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     cpu: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -115,7 +110,7 @@ CLIENTS = {"openai": _openai_ttft, "httpx": _httpx_ttft}
 
 
 def run_round(mode: Mode, ca: Path, kind: str, streams: int, per_stream: int) -> None:
-    base = f"{mode.scheme}://127.0.0.1:{mode.proxy.port}/v1"
+    base = f"{mode.ng.scheme}://127.0.0.1:{mode.proxy.port}/v1"
     lock = threading.Lock()
     key = (kind, streams)
     cpu0 = mode.cpu_seconds()
@@ -154,15 +149,15 @@ def main() -> None:
         sp = serve_proc.start(write_config(work / "ernie.yaml", model, [port], work / "cache"), port, work)
         cert, key = self_signed(work)
         modes = [
-            Mode("HTTP, keep-alive off (as shipped)", gateway(work, "http-off", port, None, False), "http"),
-            Mode("HTTP, keep-alive on", gateway(work, "http-on", port, None, True), "http"),
-            Mode("HTTPS, keep-alive off", gateway(work, "https-off", port, (cert, key), False), "https"),
-            Mode("HTTPS, keep-alive on", gateway(work, "https-on", port, (cert, key), True), "https"),
+            Mode("HTTP, keep-alive off (as shipped)", gateway(work, "http-off", port, None, False)),
+            Mode("HTTP, keep-alive on", gateway(work, "http-on", port, None, True)),
+            Mode("HTTPS, keep-alive off", gateway(work, "https-off", port, (cert, key), False)),
+            Mode("HTTPS, keep-alive on", gateway(work, "https-on", port, (cert, key), True)),
         ]
         try:
             sp.wait_ready()
             for m in modes:
-                m.ng.start() if m.scheme == "http" else _start_tls(m.ng)
+                m.ng.start()
                 m.proxy = DelayProxy.start(free_port(), m.ng.port, args.rtt_ms / 2)
             for m in modes:  # warm-up: the engine's first requests are slower
                 run_round(m, cert, "httpx", 1, 3)
@@ -190,19 +185,6 @@ def main() -> None:
                     m.proxy.stop()
                 m.ng.stop()
             sp.stop()
-
-
-def _start_tls(ng: nginx.Nginx) -> None:
-    """nginx.Nginx.start polls http://; a TLS gateway is ready when its port accepts a TLS handshake."""
-    ng.proc = subprocess.Popen([nginx.NGINX, *ng.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"https://127.0.0.1:{ng.port}/healthz", verify=False, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nginx (TLS) did not start: {ng.error_log()[-2000:]}")
 
 
 if __name__ == "__main__":

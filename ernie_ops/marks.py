@@ -53,9 +53,8 @@ def write(cfg: Config) -> str | None:
     path = cfg.monitoring.textfile
     if not path:
         return None
-    gw = Gateway(cfg.gateway)
     try:
-        routed = gw.single_port(gw.read_upstream())
+        routed = Gateway(cfg.gateway).active_port()
     except (GatewayError, OSError):
         routed = None
     history = state.load(Path(cfg.paths.state_dir)).history

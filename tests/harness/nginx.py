@@ -44,6 +44,7 @@ class Nginx:
     prefix: Path
     port: int
     proc: subprocess.Popen | None = None
+    scheme: str = "http"  # "https" when server.conf listens with `ssl`
 
     @property
     def args(self) -> list[str]:
@@ -51,7 +52,7 @@ class Nginx:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def upstream_file(self) -> Path:
@@ -76,7 +77,7 @@ class Nginx:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                httpx.get(f"{self.url}/healthz", timeout=1)
+                httpx.get(f"{self.url}/healthz", timeout=1, verify=False)  # readiness only: any certificate
                 return self
             except httpx.HTTPError:
                 if self.proc.poll() is not None:
@@ -102,16 +103,27 @@ class Nginx:
 
 
 def prepare(
-    prefix: Path, port: int, upstream_port: int, chat_port: int = 1, metrics_allow: str | None = None, api_keys: list[str] | None = None
+    prefix: Path,
+    port: int,
+    upstream_port: int,
+    chat_port: int = 1,
+    metrics_allow: str | None = None,
+    api_keys: list[str] | None = None,
+    client_keepalive: bool = False,
 ) -> Nginx:
-    """Lay out a prefix; `api_keys` turns on bearer auth for /v1/."""
+    """Lay out a prefix; `api_keys` turns on bearer auth for /v1/; `client_keepalive` runs the site file with
+    nginx's default keep-alive (65 s) instead of the shipped `keepalive_timeout 0` (benchmarks compare both)."""
     conf = prefix / "conf"
     (conf / "ernie-ops").mkdir(parents=True, exist_ok=True)
     for d in ("logs", "temp"):
         (prefix / d).mkdir(exist_ok=True)
     for f in (PROJECT / "nginx" / "ernie-ops").iterdir():
         shutil.copy(f, conf / "ernie-ops" / f.name)
-    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=PROJECT / "nginx" / "ernie-ops.conf"))
+    site = PROJECT / "nginx" / "ernie-ops.conf"
+    if client_keepalive:
+        (conf / "site-keepalive.conf").write_text(site.read_text().replace("keepalive_timeout 0;", "keepalive_timeout 65;"))
+        site = conf / "site-keepalive.conf"
+    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=site))
     (conf / "ernie-ops" / "server.conf").write_text(f"listen 127.0.0.1:{port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n")
     (conf / "ernie-ops" / "upstream.conf").write_text(f"server 127.0.0.1:{upstream_port} max_fails=0;\n")
     (conf / "ernie-ops" / "chat-upstream.conf").write_text(f"server 127.0.0.1:{chat_port};\n")
