@@ -132,3 +132,85 @@ def prepare(
     if metrics_allow is not None:
         (conf / "ernie-ops" / "metrics-allow.conf").write_text(metrics_allow)
     return Nginx(prefix=prefix, port=port)
+
+
+@dataclass(frozen=True)
+class Tls:
+    """A certificate chain for a test server: `cert` (leaf + CA), `key`, and `ca`, what a client trusts."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def test_ca(work: Path) -> tuple[Path, Path]:
+    """A private CA (ECDSA P-256): its certificate and key."""
+    work.mkdir(parents=True, exist_ok=True)
+    cert, key = work / "ca.pem", work / "ca.key"
+    if not cert.exists():
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                 "-subj", "/CN=ernie-ops test CA", "-keyout", str(key), "-out", str(cert))  # fmt: skip
+    return cert, key
+
+
+def issue(work: Path, stem: str = "server", names: tuple[str, ...] = ("IP:127.0.0.1", "DNS:localhost")) -> Tls:
+    """A server certificate from the test CA of `work` (a new key each time: a renewal that rotates the key)."""
+    ca_cert, ca_key = test_ca(work)
+    key, csr, leaf, chain = (work / f"{stem}.{ext}" for ext in ("key", "csr", "leaf.pem", "pem"))
+    ext = work / f"{stem}.ext"
+    ext.write_text(f"subjectAltName={','.join(names)}\nextendedKeyUsage=serverAuth\n")
+    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={stem}",
+             "-keyout", str(key), "-out", str(csr))  # fmt: skip
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key), "-CAcreateserial",
+             "-days", "2", "-extfile", str(ext), "-out", str(leaf))  # fmt: skip
+    chain.write_text(leaf.read_text() + ca_cert.read_text())
+    return Tls(cert=chain, key=key, ca=ca_cert)
+
+
+@dataclass
+class Edge(Nginx):
+    """nginx/ernie-edge.conf on a private prefix: HTTPS on `port`, plain HTTP on `http_port`."""
+
+    http_port: int = 0
+    ca: Path | None = None  # what a client verifies the certificate with
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def drain_flag(self) -> Path:
+        return self.prefix / "run" / "edge-draining"
+
+    @property
+    def upstream_file(self) -> Path:
+        return self.prefix / "conf" / "ernie-edge" / "upstream.conf"
+
+
+def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True, upstream_keepalive: int = 0) -> Edge:
+    """Lay out a prefix for the edge site file in front of `backends` ("127.0.0.1:PORT" gateways)."""
+    conf = prefix / "conf"
+    (conf / "ernie-edge").mkdir(parents=True, exist_ok=True)
+    for d in ("logs", "temp", "run"):
+        (prefix / d).mkdir(exist_ok=True)
+    for f in (PROJECT / "nginx" / "ernie-edge").iterdir():
+        shutil.copy(f, conf / "ernie-edge" / f.name)
+    from tests.conftest import free_port
+
+    edge = Edge(prefix=prefix, port=free_port(), scheme="https", http_port=free_port(), ca=tls.ca)
+    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=PROJECT / "nginx" / "ernie-edge.conf"))
+    log = "access_log logs/ernie-edge.access.log ernie_edge;\n"
+    (conf / "ernie-edge" / "tls.conf").write_text(
+        f"listen 127.0.0.1:{edge.port} ssl{' http2' if http2 else ''};\nssl_certificate {tls.cert};\nssl_certificate_key {tls.key};\n{log}"
+    )
+    (conf / "ernie-edge" / "http.conf").write_text(f"listen 127.0.0.1:{edge.http_port};\n{log}")
+    (conf / "ernie-edge" / "redirect.conf").write_text(f"return 301 https://$host:{edge.port}$request_uri;\n")
+    servers = "".join(f"server {b};\n" for b in backends)
+    (conf / "ernie-edge" / "upstream.conf").write_text(servers + (f"keepalive {upstream_keepalive};\n" if upstream_keepalive else ""))
+    drain = f"if (-f {edge.drain_flag}) {{\n    set $ernie_edge_connection $ernie_edge_close;\n}}\n"
+    (conf / "ernie-edge" / "drain.conf").write_text(drain)
+    return edge
