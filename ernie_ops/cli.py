@@ -289,6 +289,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         url=url.rstrip("/"), model=cfg.model.served_name, concurrency=args.concurrency,
         duration=None if args.count else (args.duration or 30.0), count=args.count,
         prompt_tokens=prompt, max_tokens=out, api_key=os.environ.get("ERNIE_OPS_API_KEY"), processes=args.processes,
+        ca_file=cfg.gateway.ca_file if url.startswith("https:") else None,
     )  # fmt: skip
     if args.json:
         report = bench.run(spec)
@@ -371,7 +372,7 @@ def cmd_top(args: argparse.Namespace) -> int:
         raise UsageError("--window and --interval must be positive, and --interval at most --window")
     if args.json and not args.once:
         raise UsageError("--json prints one frame: use it with --once")
-    with httpx.Client() as client:
+    with httpx.Client(verify=cfg.gateway.tls_verify()) as client:
         frames = top.frames(cfg, args.window, args.interval, client)
         if args.once:
             frame = next(frames)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import ssl
 import string
 from pathlib import Path
 from typing import Any, Literal
@@ -126,6 +127,30 @@ class GatewayConfig(_Section):
         "/var/log/nginx/ernie-ops.access.log",
         description="the gateway's access log (format ernie_ops): per-instance outcomes for the canary gate; null: vLLM's counters only",
     )
+    ca_file: str | None = Field(
+        None,
+        description="an https url's certificate is verified against this CA file (a private CA, a lab's self-signed "
+        "certificate); null: the system's trust store",
+    )
+
+    @field_validator("ca_file")
+    @classmethod
+    def _absolute_ca_file(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError("must be the absolute path of the CA's PEM file, e.g. /etc/ernie-ops/tls/gateway.crt")
+        return v
+
+    def tls_verify(self) -> ssl.SSLContext | bool:
+        """What an httpx client to `url` verifies the certificate with, as any client of the gateway would."""
+        if not self.ca_file:
+            return True
+        try:
+            return ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(
+                f"gateway.ca_file {self.ca_file}: {getattr(exc, 'strerror', None) or exc}; it must be the PEM file of the CA "
+                "that signed the gateway's certificate (ernie_edge's self-signed one: /etc/ernie-ops/tls/gateway.crt)"
+            ) from None
 
 
 class HealthConfig(_Section):

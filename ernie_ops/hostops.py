@@ -123,7 +123,7 @@ class RealHost:
 
     def _http(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(timeout=5)
+            self._client = httpx.Client(timeout=5, verify=self.cfg.gateway.tls_verify())
         return self._client
 
     def close(self) -> None:

@@ -97,11 +97,15 @@ def blackbox_modules(cfg: Config, key_file: str | None = None) -> dict:
         "valid_status_codes": [200],
         "fail_if_body_not_matches_regexp": ['"choices"'],
     }
+    health: dict = {"method": "GET", "valid_status_codes": [200]}
     if key_file:
         completion["authorization"] = {"type": "Bearer", "credentials_file": key_file}
+    if cfg.gateway.ca_file:  # an https gateway: its certificate checked as a client checks it
+        for module in (health, completion):
+            module["tls_config"] = {"ca_file": cfg.gateway.ca_file}
     return {
         "modules": {
-            MODULE_HEALTH: {"prober": "http", "timeout": "5s", "http": {"method": "GET", "valid_status_codes": [200]}},
+            MODULE_HEALTH: {"prober": "http", "timeout": "5s", "http": health},
             MODULE_COMPLETION: {"prober": "http", "timeout": "10s", "http": completion},
         }
     }

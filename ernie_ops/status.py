@@ -102,7 +102,7 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
     routed = max(shares, key=lambda p: shares[p]) if shares else None  # during a canary step: the larger side
     split = shares if len(shares) > 1 else {}
     live, code = None, None
-    with httpx.Client(timeout=cfg.health.request_timeout_seconds) as client:
+    with httpx.Client(timeout=cfg.health.request_timeout_seconds, verify=cfg.gateway.tls_verify()) as client:
         try:
             resp = client.get(f"{cfg.gateway.url}/health")
             code = resp.status_code

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -90,11 +91,19 @@ def _status_error(status: int, body: str) -> ChatError:
 class GatewayClient:
     """One per app process: a connection pool to the gateway, shared by every session."""
 
-    def __init__(self, base_url: str, model: str, timeouts: Timeouts, api_key: str | None = None, extra_body: dict | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        timeouts: Timeouts,
+        api_key: str | None = None,
+        extra_body: dict | None = None,
+        verify: ssl.SSLContext | bool = True,
+    ):
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url, self.model, self.timeouts = base_url.rstrip("/"), model, timeouts
         self.extra_body = dict(extra_body or {})
-        self.http = httpx.AsyncClient(timeout=timeouts.httpx(), headers=headers)
+        self.http = httpx.AsyncClient(timeout=timeouts.httpx(), headers=headers, verify=verify)
 
     @classmethod
     def from_config(cls, cfg, env: Mapping[str, str]) -> GatewayClient:
@@ -107,6 +116,7 @@ class GatewayClient:
             Timeouts(chat.connect_timeout_seconds, chat.read_timeout_seconds, chat.reply_timeout_seconds),
             api_key=env.get("ERNIE_OPS_API_KEY") or None,
             extra_body=chat.extra_body,
+            verify=cfg.gateway.tls_verify(),  # an https gateway's certificate, as any client checks it
         )
 
     async def aclose(self) -> None:

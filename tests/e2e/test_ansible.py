@@ -50,7 +50,10 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeo
 
 @pytest.fixture(scope="module")
 def fleet(tiny_model_dir):
-    f = provision.Fleet(["ans-a", "ans-b"], tiny_model_dir, lan=True)
+    # ans-edge: HTTPS in front of both (role ernie_edge, a lab's self-signed certificate), the inference hosts'
+    # gateways on the lan behind it
+    f = provision.Fleet(["ans-a", "ans-b", "ans-edge"], tiny_model_dir, lan=True, groups={"ans-edge": "ernie_edge"})
+    f.host_vars["ans-edge"]["ernie_edge_tls_self_signed"] = True
     f.vars.update(demo.chat_user_vars(USER, PASSWORD))
     # the monitoring role with the repository's rules, `for:` shortened to seconds (the same expressions);
     # ans-a is also the central Prometheus: it scrapes and probes ans-b through ans-b's gateway on the lan
@@ -122,10 +125,10 @@ def _stream(sb: sandbox.Sandbox) -> dict:
 
 
 def test_site_yml_provisions_serving_hosts(fleet, first_run):
-    print(f"\nfirst site.yml on 2 sandboxed hosts: {first_run.seconds:.0f} s; recap {first_run.recap()}")
+    print(f"\nfirst site.yml on 2 sandboxed inference hosts and an edge: {first_run.seconds:.0f} s; recap {first_run.recap()}")
     assert first_run.rc == 0, first_run.output[-8000:]
-    assert set(first_run.recap()) == {"ans-a", "ans-b"}
-    for name, sb in fleet.hosts.items():
+    assert set(first_run.recap()) == {"ans-a", "ans-b", "ans-edge"}
+    for name, sb in fleet.inference.items():
         assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active", name
         assert sb.show("nginx.service", "ActiveState") == "active", name
         assert sb.show("ernie-chainlit.service", "ActiveState") == "active", name
@@ -143,6 +146,63 @@ def test_site_yml_provisions_serving_hosts(fleet, first_run):
         assert sb.run(f"{CLI} config check").returncode == 0
         sums = sb.run("cd /srv/models/ernie-tiny/current && sha256sum --check --quiet SHA256SUMS", check=False)
         assert sums.returncode == 0, sums.stdout + sums.stderr
+
+
+EDGE_CA = "/tmp/ernie-edge-ca.pem"  # in ans-a: the edge's self-signed certificate, handed to its clients as their CA
+
+
+def _edge(fleet: provision.Fleet) -> str:
+    return f"https://{fleet.lan.addresses['ans-edge']}"
+
+
+def _gateway_of(fleet: provision.Fleet, name: str) -> str:
+    return f"{fleet.lan.addresses[name]}:80"
+
+
+def _edge_loop(fleet: provision.Fleet, threads: int = 2, max_tokens: int = 16, timeout: float = 60):
+    """openai clients (max_retries=0) in ans-a streaming through the edge over HTTPS, verifying its certificate."""
+    argv = [PY, "/srv/share/tests/harness/openai_loop.py", _edge(fleet), "ernie-tiny", str(threads), "--ca", EDGE_CA]
+    return fleet.hosts["ans-a"].spawn([*argv, "--max-tokens", str(max_tokens), "--timeout", str(timeout)])
+
+
+def _loop_report(proc) -> dict:
+    sandbox.Sandbox.signal_spawned(proc, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert out.strip(), f"the client printed no report: {err[-2000:]}"
+    return json.loads(out)
+
+
+def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
+    """ans-edge (role ernie_edge, its own nginx) in front of ans-a's and ans-b's gateways, seen from a client on the lan:
+    plain HTTP redirects except /healthz and /health, the lab certificate verifies against the CA it was given,
+    HTTP/2 is offered, a connection is kept alive across requests, requests reach both hosts, and each host's
+    gateway logs (and rate-limits) the client, not the edge."""
+    assert first_run.rc == 0, "needs the first run"
+    edge, a = fleet.hosts["ans-edge"], fleet.hosts["ans-a"]
+    assert edge.show("ernie-edge.service", "ActiveState") == "active"
+    assert edge.show("nginx.service", "ActiveState") == "inactive"  # Debian's, which would hold port 80
+    a.write(EDGE_CA, edge.run("cat /etc/ernie-ops/tls/gateway.crt").stdout)
+    url, plain = _edge(fleet), _edge(fleet).replace("https://", "http://")
+
+    def curl(*args: str) -> str:
+        return a.run(["curl", "-s", "--cacert", EDGE_CA, *args], check=False).stdout
+
+    assert curl("-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", f"{plain}/v1/models") == f"301 {url}/v1/models"
+    assert curl(f"{plain}/healthz") == "ok\n"
+    assert curl("-o", "/dev/null", "-w", "%{http_code}", f"{plain}/health") == "200"
+    assert a.run(["curl", "-s", f"{url}/healthz"], check=False).returncode == 60, "verified without the CA"
+    assert curl("--http2", "-o", "/dev/null", "-w", "%{http_version}", f"{url}/v1/models") == "2"
+    # one curl, six requests: one TLS connection, kept alive (the gateways behind close theirs after each request)
+    fetched = curl("--http1.1", "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", "-o",
+                   "/dev/null", "-w", "%{num_connects} %{header_json}\n", *[f"{url}/v1/models"] * 6)  # fmt: skip
+    rows = [line.split(" ", 1) for line in fetched.splitlines()]
+    assert [int(n) for n, _ in rows] == [1, 0, 0, 0, 0, 0], fetched[:500]
+    gateways = {json.loads(h)["x-ernie-gateway"][0] for _, h in rows}
+    print(f"\nedge: 6 requests on 1 connection, answered by {sorted(gateways)}")
+    assert gateways == {_gateway_of(fleet, "ans-a"), _gateway_of(fleet, "ans-b")}
+    for name in ("ans-a", "ans-b"):
+        last = json.loads(fleet.hosts[name].run("grep '/v1/models' /var/log/nginx/ernie-ops.access.log | tail -1").stdout)
+        assert last["client"] == fleet.lan.addresses["ans-a"], (name, last)  # not the edge's address
 
 
 def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):
@@ -307,13 +367,15 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
     serving host never reached traffic), watched (canary step + bake), one host at a time, under load. site.yml
     reaches the same `ernie-ops apply` through the same ernie_ops role task, so one load phase proves both."""
     assert first_run.rc == 0, "needs the first run"
-    before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _served_max_model_len(sb)) for name, sb in fleet.hosts.items()}
-    benches = {name: _bench(sb) for name, sb in fleet.hosts.items()}
+    before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _served_max_model_len(sb)) for name, sb in fleet.inference.items()}
+    benches = {name: _bench(sb) for name, sb in fleet.inference.items()}
+    through_edge = _edge_loop(fleet)
     time.sleep(3)
     try:
         up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_cutover=WATCHED)
     finally:
         time.sleep(2)
+        edge_report = _loop_report(through_edge)
         for p in benches.values():
             sandbox.Sandbox.signal_spawned(p, signal.SIGINT)
         reports = {}
@@ -325,8 +387,12 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
     print("\n".join(_applied(up)))
     for name, rep in reports.items():
         print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['upstreams']}")
+    print(f"  through the edge (openai, max_retries=0, HTTPS): {edge_report['ok']} ok, {edge_report['failed']} failed, "
+          f"{edge_report['cut']} cut, by gateway {edge_report['by_gateway']}")  # fmt: skip
     assert up.rc == 0, up.output[-8000:]
-    for name, sb in fleet.hosts.items():
+    assert edge_report["failed"] == edge_report["cut"] == 0, edge_report["errors"][:5]
+    assert all(edge_report["by_gateway"].get(_gateway_of(fleet, n), {}).get("ok", 0) > 0 for n in fleet.inference), edge_report
+    for name, sb in fleet.inference.items():
         rep = reports[name]
         assert rep["failed"] == 0 and rep["cut"] == 0, (name, rep)
         assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(rep["upstreams"]), (name, rep["upstreams"])
@@ -342,7 +408,7 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
         judged = [(d["what"], d["verdict"]["result"]) for d in last["decisions"] if "verdict" in d]
         print(f"  {name}: {last['plan']}: {judged}")
         assert last["outcome"] == "promoted" and judged == [("canary 1/1", "pass"), ("bake", "pass")], last
-    for name, sb in fleet.hosts.items():  # the prober, every 15 s through nginx, saw no failure during the cutovers
+    for name, sb in fleet.inference.items():  # the prober, every 15 s through nginx, saw no failure during the cutovers
         window = f"{int(up.seconds) + 20}s"
         probes = _prom(sb, f"min_over_time(probe_success[{window}])")
         counted = _prom(sb, f"count_over_time(probe_success[{window}])")
@@ -358,20 +424,50 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
     assert all(h["failed"] == 0 for h in up.recap().values())
 
 
+def test_an_edge_change_is_applied_by_a_draining_reload_that_loses_no_request(fleet, first_run):
+    """Re-provisioning the edge on a serving fleet: a changed variable rewrites its files, the role's handler runs
+    `systemctl reload ernie-edge` (ExecReload: drain, reload, wait for the old workers), and openai clients with
+    max_retries=0 on kept-alive HTTPS connections through it lose nothing; the master stays (a reload, no restart)."""
+    assert first_run.rc == 0, "needs the first run"
+    edge = fleet.hosts["ans-edge"]
+    master = edge.show("ernie-edge.service", "MainPID")
+    fleet.host_vars["ans-edge"]["ernie_edge_hsts_max_age"] = 600  # every later run keeps it
+    load = _edge_loop(fleet)
+    time.sleep(3)
+    try:
+        run = fleet.playbook("site.yml", "--tags", "edge", "--limit", "ans-edge")
+    finally:
+        time.sleep(2)
+        report = _loop_report(load)
+    print(f"\nsite.yml --tags edge with HSTS on, under load: {run.seconds:.0f} s; recap {run.recap()}; through the edge "
+          f"{report['ok']} ok, {report['failed']} failed, {report['cut']} cut")  # fmt: skip
+    assert run.rc == 0, run.output[-6000:]
+    assert "RUNNING HANDLER [ernie_edge : Reload the edge]" in run.output
+    assert report["failed"] == report["cut"] == 0 and report["ok"] > 0, report["errors"][:5]
+    assert edge.show("ernie-edge.service", "MainPID") == master
+    headers = fleet.hosts["ans-a"].run(["curl", "-s", "-D", "-", "-o", "/dev/null", "--cacert", EDGE_CA, f"{_edge(fleet)}/healthz"]).stdout
+    assert "strict-transport-security: max-age=600" in headers.lower(), headers
+    assert edge.run("ls /run/ernie-ops/edge-draining", check=False).returncode != 0, "the drain flag was left up"
+
+
 def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run, kb, hr):
-    """A person is logged in (Chromium in ans-a's network namespace) when the operator changes chat.app_name, adds a
+    """A person is logged in (Chromium in ans-a's network namespace, through the HTTPS edge) when the operator changes chat.app_name, adds a
     document collection and the HR system's token and export (issue 11 item 5): the app restarts once (it reads its
     config and chat.env once), the engine does not move, and the open page reconnects by itself and answers the next
     message without a new login. The token lands in chat.env (0600 root) and the restarted app's environment, never
     in the output; the export at chat.onboarding.hr.file for the app's user."""
     assert first_run.rc == 0, "needs the first run"
-    before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, ROUTED_UNIT)) for name, sb in fleet.hosts.items()}
+    before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, ROUTED_UNIT)) for name, sb in fleet.inference.items()}
     shots = ARTIFACTS / "ansible-chat"
     shots.mkdir(parents=True, exist_ok=True)
     with browser.chromium(netns_pid=fleet.hosts["ans-a"].pid) as b:
-        chat = ChatPage(b.new_page(viewport={"width": 1200, "height": 800}), "http://127.0.0.1", shots)
+        # through the edge: HTTPS (the lab certificate; curl and the openai clients verify it), HTTP/2 for the page,
+        # the websocket on HTTP/1.1 beside it, the session kept on one host (ip_hash)
+        page = b.new_page(viewport={"width": 1200, "height": 800}, ignore_https_errors=True)
+        chat = ChatPage(page, _edge(fleet), shots)
         chat.login(USER, PASSWORD)
         chat.wait_ready()
+        assert page.evaluate("performance.getEntriesByType('navigation')[0].nextHopProtocol") == "h2"
         first = chat.reply(chat.send("Hello"))
         sockets = chat.sockets
         run = fleet.playbook("site.yml", **settled(kb, hr))
@@ -390,7 +486,7 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         chat.shot("reply-after-restart")
     print(f"  browser: reply before the restart {len(first.text)} chars, after {len(second.text)}; sockets {sockets} -> {chat.sockets}")
     assert first.text and second.text
-    for name, sb in fleet.hosts.items():
+    for name, sb in fleet.inference.items():
         assert sb.show("ernie-chainlit.service", "ActiveState") == "active"
         assert sb.show("ernie-chainlit.service", "MainPID") != before[name][0], (name, "the chat app was not restarted")
         assert _start_stamp(sb, ROUTED_UNIT) == before[name][1], (name, "the engine moved for a chat setting")
@@ -414,12 +510,12 @@ def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_r
     restarted, and site.yml must not drag traffic back to the port it routed on day one."""
     assert first_run.rc == 0, "needs the first run"
     units = (ROUTED_UNIT, "ernie-chainlit.service")
-    before = {name: [_start_stamp(sb, u) for u in units] for name, sb in fleet.hosts.items()}
+    before = {name: [_start_stamp(sb, u) for u in units] for name, sb in fleet.inference.items()}
     again = fleet.playbook("site.yml", **settled(kb, hr))
     print(f"\nsecond site.yml: {again.seconds:.0f} s; recap {again.recap()}")
     assert again.rc == 0, again.output[-6000:]
     assert all(h["changed"] == 0 for h in again.recap().values()), again.changed_tasks()
-    for name, sb in fleet.hosts.items():
+    for name, sb in fleet.inference.items():
         assert sb.show(ROUTED_UNIT, "ActiveState") == "active"
         assert sb.show(f"ernie-vllm@{SPARE}.service", "ActiveState") == "inactive"
         assert [_start_stamp(sb, u) for u in units] == before[name], (name, "a unit restarted on a run that changed nothing")
@@ -429,15 +525,15 @@ def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_
     """The chat role's document sync on serving hosts: an edited file is re-indexed, a deleted one leaves
     the index, the untouched one is not re-read; the chat app keeps running throughout."""
     assert first_run.rc == 0, "needs the first run"
-    before = {name: (docs_on(sb), sb.show("ernie-chainlit.service", "MainPID")) for name, sb in fleet.hosts.items()}
+    before = {name: (docs_on(sb), sb.show("ernie-chainlit.service", "MainPID")) for name, sb in fleet.inference.items()}
     (kb / "leave_policy.md").write_text((kb / "leave_policy.md").read_text() + "\n## 补充\n\n自 2027 年起，年假另加 2 天。\n")
     (kb / "parking.txt").unlink()
     run = fleet.playbook("site.yml", "--tags", "chat", **settled(kb, hr))
     print(f"\nsite.yml --tags chat after editing one document and deleting another: {run.seconds:.0f} s; recap {run.recap()}")
     assert run.rc == 0, run.output[-6000:]
-    assert all(h["changed"] >= 1 for h in run.recap().values()), run.recap()
+    assert all(run.recap()[name]["changed"] >= 1 for name in fleet.inference), run.recap()
     edited = hashlib.sha256((kb / "leave_policy.md").read_bytes()).hexdigest()
-    for name, sb in fleet.hosts.items():
+    for name, sb in fleet.inference.items():
         now_docs = docs_on(sb)
         assert sorted(now_docs) == ["leave_policy.md", "vpn_linux.md"], (name, now_docs)
         assert now_docs["leave_policy.md"] == edited != before[name][0]["leave_policy.md"]
@@ -447,7 +543,7 @@ def test_a_changed_and_a_deleted_document_are_replaced_and_removed(fleet, first_
         assert sb.show("ernie-chainlit.service", "MainPID") == before[name][1], (name, "a document change restarted the app")
 
 
-@pytest.mark.parametrize("tag", ["vllm", "model", "ernie_ops", "nginx", "chat", "monitoring"])
+@pytest.mark.parametrize("tag", ["vllm", "model", "ernie_ops", "nginx", "edge", "chat", "monitoring"])
 def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb, hr):
     """`--tags chat` alone used to abort on a variable another role registers: each role, alone, on the
     provisioned hosts, finds nothing to change."""
@@ -543,16 +639,41 @@ def test_a_bad_hr_export_never_replaces_a_working_one(fleet, first_run, kb, hr):
     """The chat role installs the export after `ernie-ops hr check` of the new copy: an export with a bad record fails
     the run with its sentence, and the installed one and the running app stay."""
     assert first_run.rc == 0, "needs the first run"
-    running = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.hosts.items()}
+    running = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.inference.items()}
     export = Path(hr["ernie_chat_hr_export_src"])
     export.write_text(HR_EXPORT + "wang.fang,E1002,王芳,,销售,,2026-12-09\n", encoding="utf-8")
     bad = fleet.playbook("site.yml", **settled(kb, hr))
     sentence = f"error: {export} line 4 (user_name 'wang.fang'): the record has no department"
     print(f"\nsite.yml with an HR export with a record without department: rc {bad.rc}; recap {bad.recap()}")
-    assert bad.rc != 0 and all(h["failed"] == 1 for h in bad.recap().values()), bad.output[-6000:]
+    assert bad.rc != 0 and all(bad.recap()[name]["failed"] == 1 for name in fleet.inference), bad.output[-6000:]
     assert sentence in bad.output, bad.output[-6000:]
     assert HR_TOKEN not in bad.output, "the token was printed"
-    for name, sb in fleet.hosts.items():
+    for name, sb in fleet.inference.items():
         assert sb.run("cat /etc/ernie-ops/hr-export.csv").stdout == HR_EXPORT, (name, "the bad export replaced the working one")
         assert sb.show("ernie-chainlit.service", "MainPID") == running[name], name
         assert sb.run(f"{CLI} hr check /etc/ernie-ops/hr-export.csv").stdout.strip() == "/etc/ernie-ops/hr-export.csv: 2 employees (csv)"
+
+
+def test_a_host_powered_off_mid_stream_loses_only_its_streams_and_the_edge_moves_on(fleet, first_run):
+    """Last, it takes ans-b away: openai clients (max_retries=0, 20 s read timeout) stream long completions through
+    the edge when ans-b loses power (its PID namespace killed, its network gone with it). The streams ans-b held are
+    lost (counted); ans-a's finish; new requests go to ans-a (the edge's connect timeout, 2 s, marks ans-b failed for
+    10 s and passes each such request on, unsent, to ans-a)."""
+    assert first_run.rc == 0, "needs the first run"
+    a_gw, b_gw = _gateway_of(fleet, "ans-a"), _gateway_of(fleet, "ans-b")
+    load = _edge_loop(fleet, threads=4, max_tokens=400, timeout=20)
+    time.sleep(8)
+    t0 = time.monotonic()
+    fleet.hosts["ans-b"].power_off()
+    time.sleep(25)  # ans-b's streams time out (20 s without a byte)
+    during = _loop_report(load)
+    after_load = _edge_loop(fleet, threads=4, max_tokens=16, timeout=20)
+    time.sleep(20)
+    after = _loop_report(after_load)
+    print(f"\nans-b powered off mid-stream ({time.monotonic() - t0:.0f} s ago): during {during['ok']} ok, {during['failed']} failed, "
+          f"{during['cut']} cut, by gateway {during['by_gateway']}; new requests after: {after['ok']} ok, {after['failed']} failed, "
+          f"by gateway {after['by_gateway']}")  # fmt: skip
+    lost = during["by_gateway"].get(b_gw, {}).get("failed", 0)
+    assert 1 <= lost <= 4 and during["failed"] == lost and during["cut"] == 0, during  # only what ans-b held
+    assert during["by_gateway"][a_gw]["failed"] == 0 and during["by_gateway"][a_gw]["ok"] > 0, during
+    assert after["failed"] == after["cut"] == 0 and set(after["by_gateway"]) == {a_gw} and after["ok"] > 0, after

@@ -98,6 +98,27 @@ def test_duplicate_instance_ports_are_refused_by_the_role_that_owns_them(fleet):
     assert "unique ports" in out
 
 
+# the edge as this host's own HTTPS front: the gateway moved to loopback, out of the edge's way
+EDGE = {"ernie_edge_enabled": True, "ernie_nginx_listen_address": "127.0.0.1", "ernie_nginx_port": 8080}
+
+
+def test_an_edge_without_a_certificate_is_refused(fleet):
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_edge", **EDGE)
+    assert "ernie_edge on ans-bad needs exactly one certificate source" in out and "(labs only)" in out
+
+
+def test_an_edge_certificate_path_that_does_not_exist_is_refused(fleet):
+    paths = {"ernie_edge_tls_certificate_path": "/etc/ssl/live/gw.pem", "ernie_edge_tls_private_key_path": "/etc/ssl/live/gw.key"}
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_edge", **EDGE, **paths)
+    assert "/etc/ssl/live/gw.pem and /etc/ssl/live/gw.key not found on ans-bad" in out
+
+
+def test_an_edge_on_the_port_of_this_host_s_gateway_is_refused(fleet):
+    out = _fails_in_preflight_untouched(fleet, owner="ernie_edge", ernie_edge_enabled=True, ernie_edge_tls_self_signed=True)
+    assert "On ans-bad the edge listens on ports 80 and 443, and this host's gateway on every address port 80" in out
+    assert "ernie_nginx_listen_address: 127.0.0.1 and ernie_nginx_port: 8080" in out
+
+
 def test_weights_with_a_wrong_checksum_never_become_current(fleet):
     """Past preflight: the model role stages, finds the mismatch, and leaves `current` absent."""
     run = fleet.playbook("site.yml", "--tags", "model", ernie_model_checksums={"config.json": "0" * 64})
@@ -117,23 +138,25 @@ def test_the_gateway_alone_on_a_host_without_ernie_ops_says_what_to_run(fleet):
     assert fleet.hosts["ans-bad"].run("test -e /etc/nginx/ernie-ops", check=False).returncode == 1
 
 
-EDGE = {"ernie_nginx_mode": "edge", "ernie_nginx_edge_backends": ["127.0.0.1:8000"]}
-
-
-def test_gateway_config_nginx_rejects_is_rolled_back_and_nginx_keeps_serving(fleet):
-    """Past preflight: a value only `nginx -t` can judge. The previous files come back, nothing reloads.
-    (An edge gateway: this host has no ernie-ops to own a local route.)"""
+def test_an_edge_config_nginx_rejects_is_rolled_back_and_the_edge_keeps_serving(fleet):
+    """Past preflight: a value only `nginx -t` can judge (an address that is none). The previous files come back, the
+    edge is not reloaded and serves as before (the role's validate-or-restore block, as the gateway role's)."""
     sb = fleet.hosts["ans-bad"]
-    good = fleet.playbook("site.yml", "--tags", "nginx", **EDGE)
+    good = fleet.playbook("site.yml", "--tags", "edge", ernie_edge_tls_self_signed=True, **EDGE)
     assert good.rc == 0, good.output[-4000:]
-    before = sb.run("cat /etc/nginx/ernie-ops/metrics-allow.conf").stdout
-    master = sb.show("nginx.service", "MainPID")
-    bad = fleet.playbook("site.yml", "--tags", "nginx", ernie_nginx_metrics_allow=["127.0.0.1", "999.1.1.1"], **EDGE)
+    upstream = "/etc/ernie-ops/edge/ernie-edge/upstream.conf"
+    before = sb.run(f"cat {upstream}").stdout
+    master = sb.show("ernie-edge.service", "MainPID")
+    backends = ["127.0.0.1:8080", "999.1.1.1:80"]
+    bad = fleet.playbook("site.yml", "--tags", "edge", ernie_edge_tls_self_signed=True, ernie_edge_backends=backends, **EDGE)
     assert bad.rc != 0, bad.output[-4000:]
-    assert "nginx -t rejected the new gateway configuration; the previous files are back" in bad.output
+    assert "nginx -t rejected the new edge configuration; the previous files are back" in bad.output
     assert "999.1.1.1" in bad.output  # nginx's own words name the bad value
-    assert sb.run("cat /etc/nginx/ernie-ops/metrics-allow.conf").stdout == before
-    assert sb.run("nginx -t", check=False).returncode == 0, "a broken file left on disk would fail the next reload"
-    assert not sb.run("ls /etc/nginx/ernie-ops /etc/nginx/conf.d").stdout.count("~"), "backups left behind"
-    assert sb.show("nginx.service", "MainPID") == master
+    assert sb.run(f"cat {upstream}").stdout == before
+    assert sb.run("nginx -t -c /etc/ernie-ops/edge/nginx.conf", check=False).returncode == 0, "a broken file left behind"
+    assert not sb.run("ls /etc/ernie-ops/edge /etc/ernie-ops/edge/ernie-edge").stdout.count("~"), "backups left behind"
+    assert sb.show("ernie-edge.service", "MainPID") == master
     assert sb.run(["curl", "-s", "http://127.0.0.1/healthz"]).stdout == "ok\n"
+    # the lab certificate, for the host's name, verifies against itself as the CA
+    lab = ["curl", "-s", "--cacert", "/etc/ernie-ops/tls/gateway.crt", "--resolve", "ans-bad:443:127.0.0.1", "https://ans-bad/healthz"]
+    assert sb.run(lab).stdout == "ok\n"

@@ -124,7 +124,7 @@ def aborted_cutover(sb, *extra: str) -> tuple[dict, dict, dict]:
         remove_drop_in(sb)
     assert code == 1, res
     assert sb.show("ernie-vllm@8001.service", "ActiveState") in ("inactive", "failed")
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     assert set(bench["upstreams"]) == {"127.0.0.1:8000"}, bench["upstreams"]
     st = status(sb)
     assert st["routed_port"] == 8000 and st["live_port"] == 8000, st
@@ -153,7 +153,7 @@ def test_target_already_active_changes_nothing(sb):
     finally:
         bench, plain = load.finish()
     assert code == 0 and res["outcome"] == "already-active", res
-    assert bench["failed"] == 0 and plain["failed"] == 0 and set(bench["upstreams"]) == {"127.0.0.1:8000"}, (bench, plain)
+    assert bench["failed"] == 0 and plain["failed"] == plain["cut"] == 0 and set(bench["upstreams"]) == {"127.0.0.1:8000"}, (bench, plain)
     assert sb.show("ernie-vllm@8000.service", "MainPID") == pid_before
     assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
 
@@ -166,7 +166,7 @@ def test_broken_nginx_config_refuses_before_starting_anything(sb):
     finally:
         sb.run("cp /root/keys.bak /etc/nginx/ernie-ops/api-keys.map")
         bench, plain = load.finish()
-    assert bench["failed"] == 0 and plain["failed"] == 0 and bench["ok"] > 0, (bench, plain)
+    assert bench["failed"] == 0 and plain["failed"] == plain["cut"] == 0 and bench["ok"] > 0, (bench, plain)
     assert code == 1 and res["outcome"] == "aborted" and "nginx -t failed" in res["error"], res
     assert [s["name"] for s in res["steps"]] == ["preflight"]
     assert sb.show("ernie-vllm@8001.service", "ActiveState") == "inactive"
@@ -188,7 +188,7 @@ def test_target_that_fails_to_load_is_stopped_and_traffic_stays(sb):
         sb.systemctl("reset-failed", check=False)
     assert code == 1 and res["outcome"] == "aborted" and "has no config.json" in res["error"], res
     assert sb.show("ernie-vllm@8001.service", "ActiveState") in ("inactive", "failed")
-    assert bench["failed"] == 0 and bench["ok"] > 0 and plain["failed"] == 0, (bench, plain)
+    assert bench["failed"] == 0 and bench["ok"] > 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     assert set(bench["upstreams"]) == {"127.0.0.1:8000"}
 
 
@@ -242,7 +242,7 @@ def test_cutover_under_load_loses_no_request(sb):
     assert res["ok"] and res["outcome"] == "switched", res
     assert list(steps) == ["preflight", "start", "gate", "switch", "verify", "enable", "drain", "stop"]
     assert bench["failed"] == 0 and bench["cut"] == 0, bench
-    assert plain["failed"] == 0, plain["errors"][:5]
+    assert plain["failed"] == plain["cut"] == 0, plain["errors"][:5]
     assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(bench["upstreams"]), bench["upstreams"]
     st = status(sb)
     assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
@@ -275,7 +275,7 @@ def test_cutover_killed_between_switch_and_drain_converges_on_rerun(sb):
             cut.kill()
         bench, plain = load.finish()
     assert code == 0 and res["outcome"] == "converged", res
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     st = status(sb)
     assert st["routed_port"] == 8000 and st["ok"] and {i["port"]: i["unit"] for i in st["instances"]} == {8000: "active", 8001: "inactive"}
 
@@ -299,7 +299,7 @@ def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
     assert "still had" in steps["drain"]["detail"] and 2 <= steps["drain"]["seconds"] < 6, steps["drain"]
     assert any("still had" in w for w in res["warnings"])
     assert sb.show("ernie-vllm@8000.service", "ActiveState") == "inactive"
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     st = status(sb)  # rollback's end state, as an operator checks it
     assert st["routed_port"] == 8001 and st["live_port"] == 8001 and st["ok"], st
 
@@ -332,7 +332,7 @@ def test_a_cutover_killed_in_its_bake_window_is_flagged_and_taken_over_by_a_reru
     assert code == 0 and res["outcome"] == "promoted", res
     names = [s["name"] for s in res["steps"]]
     assert names[0] == "take over" and "bake" in names and names[-2:] == ["drain", "stop"], names
-    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == 0, (bench, plain)
+    assert bench["failed"] == 0 and bench["cut"] == 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     st = status(sb)
     assert st["routed_port"] == new and st["ok"] and st["rollout"] is None, st
     assert {i["port"]: i["unit"] for i in st["instances"]} == {new: "active", old: "inactive"}

@@ -190,6 +190,10 @@ class Edge(Nginx):
     def upstream_file(self) -> Path:
         return self.prefix / "conf" / "ernie-edge" / "upstream.conf"
 
+    @property
+    def access_log(self) -> Path:
+        return self.prefix / "logs" / "ernie-edge.access.log"
+
 
 def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True, upstream_keepalive: int = 0) -> Edge:
     """Lay out a prefix for the edge site file in front of `backends` ("127.0.0.1:PORT" gateways)."""

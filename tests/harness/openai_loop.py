@@ -1,40 +1,63 @@
-"""A client that never retries (official `openai`, max_retries=0), looping until SIGTERM/SIGINT.
+"""A client that never retries (official `openai`, max_retries=0), streaming completions until SIGTERM/SIGINT.
 
-Usage: python openai_loop.py BASE_URL MODEL THREADS   -> prints {"ok": N, "failed": N, "errors": [...]}
+Usage: python openai_loop.py BASE_URL MODEL THREADS [--ca FILE] [--max-tokens N] [--timeout S]
+  -> prints {"ok": N, "failed": N, "cut": N, "errors": [...], "by_gateway": {ADDR: {"ok": N, "failed": N}}}
+`cut`: a stream that ended without its finish_reason. `by_gateway`: which gateway an edge sent each stream to
+(its X-Ernie-Gateway header; "-" without an edge or before any header), so a test can tell whose streams failed.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
-import sys
+import ssl
 import threading
 
+import httpx
 import openai
 
 
 def main() -> None:
-    base, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("base")
+    ap.add_argument("model")
+    ap.add_argument("threads", type=int)
+    ap.add_argument("--ca", help="verify an https gateway's certificate with this CA file")
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    args = ap.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=60)
+    http = httpx.Client(verify=ssl.create_default_context(cafile=args.ca) if args.ca else True, timeout=args.timeout)
+    client = openai.OpenAI(base_url=f"{args.base}/v1", api_key="none", max_retries=0, http_client=http)
     lock = threading.Lock()
-    res: dict = {"ok": 0, "failed": 0, "errors": []}
+    res: dict = {"ok": 0, "failed": 0, "cut": 0, "errors": [], "by_gateway": {}}
+
+    def count(gateway: str, key: str, error: str | None = None) -> None:
+        with lock:
+            res[key] += 1
+            per = res["by_gateway"].setdefault(gateway, {"ok": 0, "failed": 0})
+            per["ok" if key == "ok" else "failed"] += 1
+            if error:
+                res["errors"].append(error[:200])
 
     def loop() -> None:
         while not stop.is_set():
+            gateway, finished = "-", False
             try:
-                for _ in client.completions.create(model=model, prompt="Hello", max_tokens=16, stream=True):
-                    pass
-                with lock:
-                    res["ok"] += 1
+                raw = client.completions.with_raw_response.create(model=args.model, prompt="Hello", max_tokens=args.max_tokens, stream=True)
+                gateway = raw.headers.get("x-ernie-gateway", "-")
+                for chunk in raw.parse():
+                    if chunk.choices and chunk.choices[0].finish_reason:
+                        finished = True
             except openai.OpenAIError as exc:
-                with lock:
-                    res["failed"] += 1
-                    res["errors"].append(repr(exc)[:200])
+                count(gateway, "failed", repr(exc))
+                continue
+            count(gateway, "ok" if finished else "cut")
 
-    threads = [threading.Thread(target=loop) for _ in range(n)]
+    threads = [threading.Thread(target=loop) for _ in range(args.threads)]
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):

@@ -88,8 +88,16 @@ class Run:
 class Fleet:
     """Sandboxed hosts in one inventory; always call `down()`."""
 
-    def __init__(self, names: list[str], model_dir: Path, extra_ro: dict[str, str] | None = None, lan: bool = False):
-        """`lan`: the hosts share a private segment (tests/harness/lan.py); each one's address is its ansible_host."""
+    def __init__(
+        self,
+        names: list[str],
+        model_dir: Path,
+        extra_ro: dict[str, str] | None = None,
+        lan: bool = False,
+        groups: dict[str, str] | None = None,
+    ):
+        """`lan`: the hosts share a private segment (tests/harness/lan.py); each one's address is its ansible_host.
+        `groups`: a host's inventory group other than ernie_inference (e.g. {"gw": "ernie_edge"})."""
         EMPTY_UNITS.mkdir(exist_ok=True)
         if not WHEELHOUSE.is_dir():
             raise RuntimeError(f"no wheelhouse at {WHEELHOUSE}: run `make wheelhouse` (part of `make test`)")
@@ -97,6 +105,7 @@ class Fleet:
         self.vars: dict[str, object] = {}  # inventory variables of every run (a test's overrides win)
         self.host_vars: dict[str, dict[str, object]] = {name: {} for name in names}  # one host's, of every run
         self.lan: Lan | None = None
+        self.groups = {name: (groups or {}).get(name, "ernie_inference") for name in names}
         self.workdir = Path(f"/var/tmp/ernie-ops-ansible-{os.getpid()}-{'-'.join(names)}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): SEED_INSIDE, **(extra_ro or {})}
@@ -113,17 +122,23 @@ class Fleet:
             self.down()
             raise
 
+    @property
+    def inference(self) -> dict[str, sandbox.Sandbox]:
+        """The hosts of the ernie_inference group (each serving the model), in order."""
+        return {name: sb for name, sb in self.hosts.items() if self.groups[name] == "ernie_inference"}
+
     def inventory(self, **overrides: object) -> Path:
-        hosts = {}
+        groups: dict[str, dict] = {}
         for i, (name, sb) in enumerate(self.hosts.items()):
             # all hosts share this machine's cores: each host's routed instance gets a different one,
             # so parallel starts do not queue on core 0 (measured: 129 s vs ~60 s for two hosts)
             first, second = str(i % 2), str((i + 1) % 2)
             instances = [{"port": 8000, "cpu_cores": first}, {"port": 8001, "cpu_cores": second}]
+            hosts = groups.setdefault(self.groups[name], {"hosts": {}})["hosts"]
             hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **self.vars,
                            **self.host_vars[name], **overrides}  # fmt: skip
         path = self.workdir / "hosts.yml"
-        path.write_text(yaml.safe_dump({"ernie_inference": {"hosts": hosts}}, sort_keys=False))
+        path.write_text(yaml.safe_dump(groups, sort_keys=False))
         return path
 
     def playbook(self, playbook: str, *args: str, timeout: float = 1800, **overrides: object) -> Run:

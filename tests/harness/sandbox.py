@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -94,6 +95,13 @@ class Sandbox:
             return os.readlink(f"/proc/{host_pid}/ns/pid") == os.readlink(f"/proc/{self.pid}/ns/pid")
         except OSError:
             return False
+
+    def power_off(self) -> None:
+        """Pull the plug: its PID 1 killed, and with it every process and its network namespace; no unit stops."""
+        os.kill(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and Path(f"/proc/{self.pid}").exists():
+            time.sleep(0.1)
 
     def down(self) -> None:
         subprocess.run([str(HERE / "down.sh"), str(self.base)], check=False, timeout=60)

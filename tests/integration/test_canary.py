@@ -77,7 +77,7 @@ def test_a_healthy_canary_is_promoted_through_every_step_and_the_bake(site):
     assert whats[:3] == ["canary 1/2", "canary 1/2", "canary 2/2"] and "bake" in whats and whats[-1] == "promote", whats
     passes = [d for d in decisions(site) if d.get("verdict", {}).get("result") == "pass"]
     assert len(passes) == 3, passes  # two steps and the bake, each judged "pass" from data
-    assert seen["failed"] == 0 and seen["ok"] > 0, seen
+    assert seen["failed"] == seen["cut"] == 0 and seen["ok"] > 0, seen
     assert site.routed() == {site.b: 1}
     assert site.host().unit_state(site.a) == "inactive" and not rollout_file.load(Path(site.cfg.paths.state_dir))
 
@@ -94,7 +94,7 @@ def test_a_slow_canary_is_rolled_back_at_the_first_step(site):
     assert "canary 1/2 (20%) failed the gate" in res.error and ("ttft" in res.error or "itl" in res.error), res.error
     fail = next(d for d in decisions(site) if d.get("verdict", {}).get("result") == "fail")
     print(f"rejected after: canary {fail['verdict']['canary']}; baseline {fail['verdict']['baseline']}")
-    assert seen["failed"] == 0, seen  # the canary's streams were slow, not cut: they finished during its drain
+    assert seen["failed"] == seen["cut"] == 0, seen  # the canary's streams were slow, not cut: they finished during its drain
     assert site.routed() == {site.b: 1} and site.host().unit_state(site.a) == "inactive"
 
 
@@ -109,7 +109,7 @@ def test_an_erroring_canary_is_rolled_back_and_only_its_injected_errors_reach_cl
         site.fault(0.0)
     assert not res.ok and res.outcome == "rolled-back" and "errors" in res.error, res
     print(f"bad canary at 5%: {seen['failed']} of {seen['ok'] + seen['failed']} client requests failed ({injected} 500s injected)")
-    assert seen["failed"] <= injected, (seen, injected)  # no client failed for another reason (no stream was cut)
+    assert seen["cut"] == 0 and seen["failed"] <= injected, (seen, injected)  # no client failed for another reason (no stream was cut)
     assert all("500" in e or "Internal" in e for e in seen["errors"]), seen["errors"][:3]
     assert site.routed() == {site.b: 1}
 

@@ -47,7 +47,7 @@ def client(edge: nginx.Edge, **kw) -> httpx.Client:
 
 
 def edge_log(edge: nginx.Edge) -> list[dict]:
-    return [json.loads(line) for line in (edge.prefix / "logs" / "ernie-edge.access.log").read_text().splitlines()]
+    return [json.loads(line) for line in edge.access_log.read_text().splitlines()]
 
 
 def gateway_log(ng: nginx.Nginx) -> list[dict]:
@@ -180,9 +180,13 @@ def test_a_renewed_certificate_is_served_after_a_reload_that_loses_nothing(stack
         out["run"] = subprocess.run(script, capture_output=True, text=True, timeout=120)
         time.sleep(1)
 
+    before = len(edge_log(edge))
     try:
         res = _load(edge, renew)
         assert out["run"].returncode == 0, out["run"].stderr
+        fresh = sum(e["connection_requests"] == 1 for e in edge_log(edge)[before:])
+        print(f"\n{fresh} requests on a new connection: the drain's Connection: close at work")
+        assert fresh > 100  # 8 clients opened 8 connections; during the ~21 s drain every request closed its own
         assert "draining" in out["run"].stdout and not edge.drain_flag.exists()
         print(f"\nrenewal with a draining reload: {res['ok']} ok, {res['failed']} failed")
         assert res["ok"] > 100 and res["failed"] == 0, res["errors"][:5]

@@ -42,6 +42,14 @@ def test_a_gateway_with_api_keys_gets_the_probe_key_from_a_file_never_in_the_con
     assert "authorization" not in modules["ernie_health"]["http"]  # /health asks for no key
 
 
+def test_an_https_gateway_with_a_private_ca_is_probed_verifying_its_certificate():
+    gateway = {"url": "https://gpu-a.example", "ca_file": "/etc/ernie-ops/tls/gateway.crt"}
+    modules = monitoring.blackbox_modules(cfg(gateway=gateway))["modules"]
+    for name in (monitoring.MODULE_HEALTH, monitoring.MODULE_COMPLETION):
+        assert modules[name]["http"]["tls_config"] == {"ca_file": "/etc/ernie-ops/tls/gateway.crt"}
+    assert "tls_config" not in monitoring.blackbox_modules(cfg())["modules"][monitoring.MODULE_HEALTH]["http"]
+
+
 def test_the_prometheus_config_has_the_jobs_the_rules_read():
     conf = monitoring.prometheus_config(sd_dir="/sd", rules=["/r.yml"], node=True, blackbox="127.0.0.1:9115")
     jobs = {j["job_name"]: j for j in conf["scrape_configs"]}
