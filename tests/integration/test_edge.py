@@ -4,6 +4,7 @@ the edge while the gateway behind it keeps its reload-safe `keepalive_timeout 0`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -21,6 +22,7 @@ import openai
 import pytest
 
 from ernie_ops import config, gateway, sse
+from ernie_ops.chat.client import ChatError, GatewayClient, ReplyStats
 from tests.harness import nginx
 from tests.harness.tiny_model import SERVED_NAME
 
@@ -90,6 +92,25 @@ def test_tls_1_2_and_1_3_only_and_no_cipher_without_forward_secrecy_or_aead(stac
             _handshake(edge, ssl.TLSVersion.TLSv1_2, cipher)
     with pytest.raises(ssl.SSLError), pytest.warns(DeprecationWarning):  # Python frowns on TLS 1.1 too
         _handshake(edge, ssl.TLSVersion.TLSv1_1, "DEFAULT:@SECLEVEL=0")
+
+
+def test_the_chat_app_s_client_talks_to_the_edge_verifying_with_the_configured_ca(stack):
+    """gateway.url https and gateway.ca_file, as the chat app reads them (GatewayClient.from_config): a reply streams;
+    the same client without the CA refuses the certificate with the chat's own sentence."""
+    served, edge = stack
+
+    async def reply(gateway: dict) -> str:
+        cfg = config.Config(instances=[{"port": served.port}], model={"served_name": SERVED_NAME}, gateway=gateway)
+        c = GatewayClient.from_config(cfg, {})
+        try:
+            return await c.complete([{"role": "user", "content": "hello"}], 8, 0.7, ReplyStats())
+        finally:
+            await c.aclose()
+
+    assert asyncio.run(reply({"url": edge.url, "ca_file": str(edge.ca)}))
+    with pytest.raises(ChatError) as refused:
+        asyncio.run(reply({"url": edge.url}))
+    assert "CERTIFICATE_VERIFY_FAILED" in refused.value.detail
 
 
 def test_sse_streams_token_by_token_over_http2(stack):

@@ -1,0 +1,49 @@
+"""The edge's pieces agree with each other: the unit, its nginx main config, the draining reload, the role's fixed
+paths and the site file's includes (one fact each, stated once and checked here where it must be repeated)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from ernie_ops import edge_reload
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = (ROOT / "systemd" / "ernie-edge.service").read_text()
+MAIN = (ROOT / "nginx" / "ernie-edge-nginx.conf").read_text()
+SITE = (ROOT / "nginx" / "ernie-edge.conf").read_text()
+ROLE = ROOT / "ansible" / "roles" / "ernie_edge"
+ROLE_VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+
+
+def directive(text: str, key: str) -> str:
+    return re.search(rf"^{key}=(.*)$", text, re.M).group(1)
+
+
+def test_the_unit_runs_the_main_config_the_role_installs_and_watches_its_pid_file():
+    conf = f"{ROLE_VARS['ernie_edge_conf_dir']}/nginx.conf"
+    assert directive(UNIT, "ExecStart") == f"/usr/sbin/nginx -c {conf}"
+    pid = re.search(r"^pid (\S+);", MAIN, re.M).group(1)
+    assert directive(UNIT, "PIDFile") == pid
+
+
+def test_reloading_the_unit_is_the_draining_reload_with_the_role_s_script_and_flag():
+    reload = directive(UNIT, "ExecReload").split()
+    assert reload[:2] == ["/usr/bin/python3", ROLE_VARS["ernie_edge_reload_script"]]
+    assert reload[reload.index("--pid-file") + 1] == directive(UNIT, "PIDFile")
+    assert reload[reload.index("--") + 1 :] == ["-c", f"{ROLE_VARS['ernie_edge_conf_dir']}/nginx.conf"]
+    assert "--flag" not in reload and edge_reload.DEFAULT_FLAG == ROLE_VARS["ernie_edge_drain_flag"]
+    assert f"if (-f {edge_reload.DEFAULT_FLAG})" in (ROOT / "nginx" / "ernie-edge" / "drain.conf").read_text()
+    # the reload's drain and the workers' retirement fit in the unit's reload timeout
+    drain = edge_reload.drain_seconds(SITE) + edge_reload.MARGIN_SECONDS + edge_reload.WORKERS_TIMEOUT_SECONDS
+    assert drain < int(directive(UNIT, "TimeoutStartSec"))
+
+
+def test_every_include_of_the_site_has_a_default_file_and_a_role_template():
+    included = set(re.findall(r"include ernie-edge/([\w.-]+);", SITE))
+    assert included == {"tls.conf", "http.conf", "redirect.conf", "upstream.conf", "drain.conf"}
+    assert included == {p.name for p in (ROOT / "nginx" / "ernie-edge").iterdir()}
+    assert included == {p.name.removesuffix(".j2") for p in (ROLE / "templates").iterdir()}
+    assert "include ernie-edge.conf;" in MAIN
