@@ -34,7 +34,7 @@ def test_reloading_the_unit_is_the_draining_reload_with_the_role_s_script_and_fl
     assert reload[:2] == ["/usr/bin/python3", ROLE_VARS["ernie_edge_reload_script"]]
     assert reload[reload.index("--pid-file") + 1] == directive(UNIT, "PIDFile")
     assert reload[reload.index("--") + 1 :] == ["-c", f"{ROLE_VARS['ernie_edge_conf_dir']}/nginx.conf"]
-    assert "--flag" not in reload and edge_reload.DEFAULT_FLAG == ROLE_VARS["ernie_edge_drain_flag"]
+    assert "--flag" not in reload and ROLE_VARS["ernie_edge_drain_flag"] == edge_reload.DEFAULT_FLAG
     assert f"if (-f {edge_reload.DEFAULT_FLAG})" in (ROOT / "nginx" / "ernie-edge" / "drain.conf").read_text()
     # the reload's drain and the workers' retirement fit in the unit's reload timeout
     drain = edge_reload.drain_seconds(SITE) + edge_reload.MARGIN_SECONDS + edge_reload.WORKERS_TIMEOUT_SECONDS
