@@ -101,7 +101,7 @@ def main() -> None:
         sp2 = serve_proc.start(cfg, port2, work / "b")
         shipped = nginx.prepare(work / "shipped", free_port(), port)
         keepalive = nginx.prepare(work / "keepalive", free_port(), port, client_keepalive=True)
-        edge = nginx.prepare_edge(work / "edge", [f"127.0.0.1:{shipped.port}"], nginx.issue(work / "tls"))
+        edge = nginx.prepare_edge(work / "edge", [f"127.0.0.1:{shipped.edge_port}"], nginx.issue(work / "tls"))
         try:
             sp.wait_ready()
             sp2.wait_ready()

@@ -147,7 +147,7 @@ def main() -> None:
             Mode("HTTP, keep-alive on", gateway(work, "http-on", port, None, True)),
             Mode("HTTPS, keep-alive off", gateway(work, "https-off", port, tls, False)),
             Mode("HTTPS, keep-alive on", gateway(work, "https-on", port, tls, True)),
-            Mode("HTTPS edge (keep-alive) + gateway", nginx.prepare_edge(work / "edge", [f"127.0.0.1:{shipped.port}"], tls), shipped),
+            Mode("HTTPS edge (keep-alive) + gateway", nginx.prepare_edge(work / "edge", [f"127.0.0.1:{shipped.edge_port}"], tls), shipped),
         ]
         try:
             sp.wait_ready()

@@ -156,7 +156,8 @@ def _edge(fleet: provision.Fleet) -> str:
 
 
 def _gateway_of(fleet: provision.Fleet, name: str) -> str:
-    return f"{fleet.lan.addresses[name]}:80"
+    """The address the edge reaches a host's gateway at: its edges' listener (keep-alive on, trusted edges only)."""
+    return f"{fleet.lan.addresses[name]}:8081"
 
 
 def _edge_loop(fleet: provision.Fleet, threads: int = 2, max_tokens: int = 16, timeout: float = 60):
@@ -202,6 +203,9 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     for name in ("ans-a", "ans-b"):
         last = json.loads(fleet.hosts[name].run("grep '/v1/models' /var/log/nginx/ernie-ops.access.log | tail -1").stdout)
         assert last["client"] == fleet.lan.addresses["ans-a"], (name, last)  # not the edge's address
+    # the gateways' edges' listener serves the edge only: ans-a asking ans-b's directly gets a 403
+    direct = a.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"http://{_gateway_of(fleet, 'ans-b')}/health"]).stdout
+    assert direct == "403"
 
 
 def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):

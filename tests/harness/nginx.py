@@ -45,6 +45,7 @@ class Nginx:
     port: int
     proc: subprocess.Popen | None = None
     scheme: str = "http"  # "https" when server.conf listens with `ssl`
+    edge_port: int = 0  # the edges' listener (keep-alive on, for trusted edges: loopback here)
 
     @property
     def args(self) -> list[str]:
@@ -125,13 +126,19 @@ def prepare(
         site = conf / "site-keepalive.conf"
     (conf / "nginx.conf").write_text(MAIN_CONF.format(site=site))
     (conf / "ernie-ops" / "server.conf").write_text(f"listen 127.0.0.1:{port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n")
+    from tests.conftest import free_port
+
+    edge_port = free_port()
+    (conf / "ernie-ops" / "edge-listen.conf").write_text(
+        f"listen 127.0.0.1:{edge_port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n"
+    )
     (conf / "ernie-ops" / "upstream.conf").write_text(f"server 127.0.0.1:{upstream_port} max_fails=0;\n")
     (conf / "ernie-ops" / "chat-upstream.conf").write_text(f"server 127.0.0.1:{chat_port};\n")
     if api_keys:  # what the role's api-keys.map.j2 writes
         (conf / "ernie-ops" / "api-keys.map").write_text("default 1;\n" + "".join(f'"Bearer {k}" 0;\n' for k in api_keys))
     if metrics_allow is not None:
         (conf / "ernie-ops" / "metrics-allow.conf").write_text(metrics_allow)
-    return Nginx(prefix=prefix, port=port)
+    return Nginx(prefix=prefix, port=port, edge_port=edge_port)
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,7 @@ class Edge(Nginx):
         return self.prefix / "logs" / "ernie-edge.access.log"
 
 
-def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True, upstream_keepalive: int = 0) -> Edge:
+def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True) -> Edge:
     """Lay out a prefix for the edge site file in front of `backends` ("127.0.0.1:PORT" gateways)."""
     conf = prefix / "conf"
     (conf / "ernie-edge").mkdir(parents=True, exist_ok=True)
@@ -213,8 +220,9 @@ def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True
     )
     (conf / "ernie-edge" / "http.conf").write_text(f"listen 127.0.0.1:{edge.http_port};\n{log}")
     (conf / "ernie-edge" / "redirect.conf").write_text(f"return 301 https://$host:{edge.port}$request_uri;\n")
-    servers = "".join(f"server {b};\n" for b in backends)
-    (conf / "ernie-edge" / "upstream.conf").write_text(servers + (f"keepalive {upstream_keepalive};\n" if upstream_keepalive else ""))
+    shipped = (PROJECT / "nginx" / "ernie-edge" / "upstream.conf").read_text().splitlines(keepends=True)
+    servers = "".join(f"server {b};\n" for b in backends)  # the gateways' edge listeners; the shipped keep-alive
+    (conf / "ernie-edge" / "upstream.conf").write_text(servers + "".join(line for line in shipped if not line.startswith("server ")))
     drain = f"if (-f {edge.drain_flag}) {{\n    set $ernie_edge_connection $ernie_edge_close;\n}}\n"
     (conf / "ernie-edge" / "drain.conf").write_text(drain)
     return edge

@@ -33,7 +33,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 def stack(served_gateway):
     work = Path(tempfile.mkdtemp(prefix="eo-edge-", dir="/var/tmp"))
     work.chmod(0o755)
-    edge = nginx.prepare_edge(work / "edge", [f"127.0.0.1:{served_gateway.ng.port}"], nginx.issue(work / "tls", "edge"))
+    edge = nginx.prepare_edge(work / "edge", [f"127.0.0.1:{served_gateway.ng.edge_port}"], nginx.issue(work / "tls", "edge"))
     edge.start()
     yield served_gateway, edge
     edge.stop()
@@ -125,7 +125,9 @@ def test_sse_streams_token_by_token_over_http2(stack):
     assert arrivals[-1][1] == sse.DONE and len(arrivals) - 1 >= 290
     distinct = len({round(t, 3) for t, _ in arrivals})
     print(f"\n300 tokens over HTTP/2 through the edge and the gateway: {distinct} distinct arrival times")
-    assert distinct > 20, "tokens arrived in a few bursts: the edge buffered the stream"
+    # a buffered stream arrives in one or two bursts (gzip on text/event-stream: one); two nginx hops on 2 busy cores
+    # have grouped tokens into as few as 14 distinct milliseconds, never fewer
+    assert distinct > 5, "tokens arrived in a few bursts: the edge buffered the stream"
 
 
 def _load(edge: nginx.Edge, during: Callable[[], None], threads: int = 8) -> dict:
@@ -175,9 +177,14 @@ def test_clients_keep_their_connections_and_lose_nothing_while_the_gateway_reloa
             reloads += 1
             time.sleep(0.15)
 
+    behind = len(gateway_log(served.ng))
     res = _load(edge, switching)
     mine = [e for e in edge_log(edge)[before:] if e["uri"] == "/v1/completions"]
     reused = sum(e["connection_requests"] > 1 for e in mine)
+    upstream = [e for e in gateway_log(served.ng)[behind:] if e["uri"] == "/v1/completions"]
+    kept = sum(e["connection_requests"] > 1 for e in upstream)
+    print(f"at the gateway: {kept} of {len(upstream)} of the edge's requests on a connection it kept (each reload closes them)")
+    assert kept > 0.2 * len(upstream)  # the edges' listener keeps the edge's connections between reloads
     print(f"\n{reloads} gateway reloads: {res['ok']} ok, {res['failed']} failed; {reused} of {len(mine)} on a kept-alive connection")
     assert res["ok"] > 100 and res["failed"] == 0, res["errors"][:5]
     assert reused > 0.9 * len(mine)  # keep-alive held at the edge, across the reloads behind it
@@ -235,6 +242,17 @@ def test_a_configuration_nginx_refuses_is_not_loaded_and_not_drained(stack):
         assert httpx.get(f"{edge.http_url}/healthz").status_code == 200
     finally:
         conf.write_text(original)
+
+
+def test_the_edges_listener_serves_trusted_edges_only(stack):
+    served, _ = stack
+    url = f"http://127.0.0.1:{served.ng.edge_port}/health"
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as c:  # not a trusted edge
+        r = c.get(url)
+    assert r.status_code == 403 and "serves the ernie-ops edges only" in r.text
+    r = httpx.get(url)  # loopback: this host's edge
+    assert r.status_code == 200 and r.headers["connection"] == "keep-alive"
+    assert httpx.get(f"{served.ng.url}/health").headers["connection"] == "close"  # the clients' port, as before
 
 
 def test_the_gateway_limits_and_logs_the_client_behind_the_edge_not_the_edge(stack):

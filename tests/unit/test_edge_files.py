@@ -47,3 +47,21 @@ def test_every_include_of_the_site_has_a_default_file_and_a_role_template():
     assert included == {p.name for p in (ROOT / "nginx" / "ernie-edge").iterdir()}
     assert included == {p.name.removesuffix(".j2") for p in (ROLE / "templates").iterdir()}
     assert "include ernie-edge.conf;" in MAIN
+
+
+def test_the_edge_ends_an_idle_gateway_connection_before_the_gateway_does():
+    shipped = [line for line in (ROOT / "nginx" / "ernie-edge" / "upstream.conf").read_text().splitlines() if line.startswith("keepalive")]
+    template = [line for line in (ROLE / "templates" / "upstream.conf.j2").read_text().splitlines() if line.startswith("keepalive")]
+    assert shipped == template and len(shipped) == 2
+    edge_idle = edge_reload.nginx_seconds(re.search(r"keepalive_timeout (\S+);", "\n".join(shipped)).group(1))
+    gateway = (ROOT / "nginx" / "ernie-ops.conf").read_text()
+    listener = gateway[gateway.index("include ernie-ops/edge-listen.conf;") :]
+    gateway_idle = edge_reload.nginx_seconds(re.search(r"keepalive_timeout (\S+);", listener).group(1))
+    assert 0 < edge_idle < gateway_idle
+
+
+def test_the_edge_takes_the_bodies_the_gateway_takes_and_buffers_them_to_resend():
+    limit = re.compile(r"client_max_body_size (\S+);")
+    gateway = limit.findall((ROOT / "nginx" / "ernie-ops" / "locations.conf").read_text())
+    assert limit.findall(SITE) == gateway and len(gateway) == 1
+    assert "proxy_request_buffering off" not in SITE  # nginx resends only a buffered body
