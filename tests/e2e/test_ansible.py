@@ -193,7 +193,7 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     assert curl("-o", "/dev/null", "-w", "%{http_code}", f"{plain}/health") == "200"
     assert a.run(["curl", "-s", f"{url}/healthz"], check=False).returncode == 60, "verified without the CA"
     assert curl("--http2", "-o", "/dev/null", "-w", "%{http_version}", f"{url}/v1/models") == "2"
-    # one curl, six requests: one TLS connection, kept alive (the gateways behind close theirs after each request)
+    # one curl, six requests: one TLS connection, kept alive
     fetched = curl("--http1.1", *["-o", "/dev/null"] * 6, "-w", "%{num_connects} %header{x-ernie-gateway}\n", *[f"{url}/v1/models"] * 6)
     rows = [line.split() for line in fetched.splitlines()]
     assert [int(n) for n, _ in rows] == [1, 0, 0, 0, 0, 0], fetched[:500]

