@@ -45,7 +45,12 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
                 break
         await sender
     except (ConnectionError, OSError):
-        sender.cancel()
+        pass
+    finally:  # a connection cut (or the relay stopping): its sender ends with it, awaited, never left pending
+        if not sender.done():
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError, OSError):
+                await sender
 
 
 async def _relay(target: tuple[str, int], delay: float, client_r, client_w) -> None:
