@@ -105,8 +105,7 @@ def slowed(sb, port: int, share: float):
     """Instance `port`'s engine held `share` of the time (tests/harness/throttle.py inside the host, a real
     slowdown), as long replies of a real model take: the tiny one streams its 300 tokens in about a second, and
     in CI the reply ended between the stop button showing and the click (the button was gone)."""
-    main_pid = sb.systemctl("show", "-p", "MainPID", "--value", f"ernie-vllm@{port}.service").stdout.strip()
-    proc = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", main_pid, str(share)])
+    proc = sb.spawn([PY, "/srv/share/tests/harness/throttle.py", sb.show(f"ernie-vllm@{port}.service", "MainPID"), str(share)])
     try:
         assert proc.stdout.readline().startswith("holding "), proc.communicate(timeout=30)
         yield
