@@ -284,9 +284,14 @@ def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
     """`rollback` to 8001 while clients that talk to 8000 directly (bypassing nginx) keep it busy: the
     drain gives up after --drain-timeout and stops it anyway; traffic through the gateway is not affected."""
     prestart(sb, 8001)
-    direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8000", SERVED_NAME, "4"])
+    # long streams, so that one always runs (CI: 16-token ones had not begun, or were between two, at the drain)
+    direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8000", SERVED_NAME, "4", "--max-tokens", "400"])
     load = Load(sb, streams=2, plain_threads=1)
     try:
+        deadline = time.monotonic() + 60  # more than the gateway's 3 streams: the direct ones run
+        while (running := sb.requests_running(8000)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert running >= 4, f"the direct clients never kept 8000 busy ({running:.0f} running)"
         code, res = cli_json(sb, "rollback", "--drain-timeout", "2")
     finally:
         sandbox.Sandbox.signal_spawned(direct, signal.SIGINT)

@@ -52,7 +52,7 @@ def main() -> None:
                 for chunk in raw.parse():
                     if chunk.choices and chunk.choices[0].finish_reason:
                         finished = True
-            except openai.OpenAIError as exc:
+            except Exception as exc:  # an OpenAIError, or anything else: counted, never a thread that dies unseen
                 count(gateway, "failed", repr(exc))
                 continue
             count(gateway, "ok" if finished else "cut")

@@ -6,7 +6,9 @@ boots, drives (`systemctl`, `journalctl` through nsenter) and always tears down 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -95,6 +97,26 @@ class Sandbox:
             return os.readlink(f"/proc/{host_pid}/ns/pid") == os.readlink(f"/proc/{self.pid}/ns/pid")
         except OSError:
             return False
+
+    def requests_running(self, port: int) -> float:
+        """vLLM's `num_requests_running` of the instance on `port`, read inside."""
+        text = self.run(["curl", "-sf", "-m", "5", f"http://127.0.0.1:{port}/metrics"]).stdout
+        found = re.search(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", text, re.M)
+        assert found, f"no vllm:num_requests_running in {port}'s /metrics: {text[:300]}"
+        return float(found.group(1))
+
+    @contextlib.contextmanager
+    def slowed(self, port: int, share: float, python: str):
+        """Instance `port`'s engine held `share` of the time by tests/harness/throttle.py run inside with `python`
+        (SIGSTOP/SIGCONT of its engine core: a real slowdown, as a real model's long replies take). It lets the
+        engine run again as it ends; a host powered off meanwhile took the throttle with it."""
+        proc = self.spawn([python, "/srv/share/tests/harness/throttle.py", self.show(f"ernie-vllm@{port}.service", "MainPID"), str(share)])
+        try:
+            assert proc.stdout.readline().startswith("holding "), proc.communicate(timeout=30)
+            yield
+        finally:
+            self.signal_spawned(proc, signal.SIGTERM)
+            proc.communicate(timeout=30)
 
     def power_off(self) -> None:
         """Pull the plug: its PID 1 killed, and with it every process and its network namespace; no unit stops."""

@@ -295,7 +295,9 @@ def test_cancel_aborts_the_generation_upstream(stack):
     generated = after["generated"] - before["generated"]
     print(f"\ncancelled after {seen} pieces; the engine generated {generated:.0f} of 1500 tokens")
     assert after["running"] == 0 and after["finished"] == before["finished"], (before, after)
-    assert generated < 300
+    # stopped well short of its 1500: here 0-2 tokens after the last piece the client read (4 runs); on CI's busy
+    # machine 283 (158 pieces read before the cancel ran, 441 generated): the bound is the claim, not this machine's speed
+    assert generated < 750, f"the engine generated {generated:.0f} of 1500 tokens after the stop"
 
 
 def test_stop_during_a_slow_ui_update_leaves_nothing_half_closed(stack):
