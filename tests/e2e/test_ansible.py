@@ -22,6 +22,7 @@ import yaml
 from tests.harness import browser, demo, prom, provision, sandbox, tiers
 from tests.harness.chat_page import ChatPage
 from tests.harness.paths import ARTIFACTS
+from tests.harness.wait import until
 
 reason = sandbox.why_unavailable()
 if reason:
@@ -229,16 +230,6 @@ def _alerts(sb: sandbox.Sandbox, name: str) -> list[dict]:
     return [a for a in body["data"]["alerts"] if a["labels"]["alertname"] == name and a["state"] == "firing"]
 
 
-def _until(what: str, check, timeout: float, every: float = 2.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        got = check()
-        if got:
-            return got, time.monotonic() - t0
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
-
-
 def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped_gateway(fleet, first_run):
     """The ernie_monitoring role on a serving host: Debian's Prometheus scrapes the routed instance (labels from
     ernie.yaml), the node exporter reports the units, the blackbox exporter probes /health and a completion
@@ -249,26 +240,26 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
     sb = fleet.hosts["ans-a"]
     for unit in ("prometheus", "prometheus-node-exporter", "prometheus-blackbox-exporter"):
         assert sb.show(f"{unit}.service", "ActiveState") == "active", unit
-    up, _ = _until("the routed instance scraped", lambda: _prom(sb, 'up{job="ernie-vllm", host="ans-a", port="8000"} == 1'), 90)
+    up, _ = until("the routed instance scraped", lambda: _prom(sb, 'up{job="ernie-vllm", host="ans-a", port="8000"} == 1'), 90)
     assert up[0]["metric"]["unit"] == "ernie-vllm@8000.service", up
-    _until("both probes succeeding", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
+    until("both probes succeeding", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
     # ernie-ops's own mark (route --init of the first run), through the node exporter's textfile collector
-    _until("the routed port from ernie-ops", lambda: _prom(sb, 'ernie_ops_routed_port{host="ans-a"} == 8000'), 90)
-    _until("the unit's state from the node exporter",
+    until("the routed port from ernie-ops", lambda: _prom(sb, 'ernie_ops_routed_port{host="ans-a"} == 8000'), 90)
+    until("the unit's state from the node exporter",
            lambda: _prom(sb, 'node_systemd_unit_state{name="ernie-vllm@8000.service", state="active"} == 1'), 90)  # fmt: skip
 
     # the central Prometheus: ans-b's instance, node exporter and gateway, only through ans-b's nginx on the lan
     b_addr = fleet.lan.addresses["ans-b"]
-    remote, _ = _until(
+    remote, _ = until(
         "ans-b's routed instance scraped by ans-a", lambda: _prom(sb, 'up{job="ernie-vllm", host="ans-b", port="8000"} == 1'), 90
     )
     assert remote[0]["metric"]["instance"] == f"{b_addr}:80", remote
-    _until(
+    until(
         "ans-b's unit state on ans-a",
         lambda: _prom(sb, 'node_systemd_unit_state{host="ans-b", name="ernie-vllm@8000.service", state="active"} == 1'),
         90,
     )
-    _until("ans-b's gateway probed from ans-a", lambda: len(_prom(sb, 'probe_success{host="ans-b"} == 1')) == 2, 90)
+    until("ans-b's gateway probed from ans-a", lambda: len(_prom(sb, 'probe_success{host="ans-b"} == 1')) == 2, 90)
     assert _prom(sb, 'up{job="ernie-vllm", host="ans-b", port="8001"} == 0'), "the spare is a target too"
     not_allowed = fleet.hosts["ans-b"].run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                                             f"http://{fleet.lan.addresses['ans-a']}/metrics/8000"], check=False)  # fmt: skip
@@ -278,22 +269,22 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
     main = sb.show("ernie-vllm@8000.service", "MainPID")
     engine = sb.run(["ps", "--ppid", main, "-o", "pid="]).stdout.split()[0]
     sb.run(["kill", "-9", engine])
-    fired, t_fire = _until("ErnieInstanceDown firing", lambda: _alerts(sb, "ErnieInstanceDown"), 180)
+    fired, t_fire = until("ErnieInstanceDown firing", lambda: _alerts(sb, "ErnieInstanceDown"), 180)
     assert [(a["labels"]["host"], a["labels"]["port"]) for a in fired] == [("ans-a", "8000")], fired  # never a spare
-    _, t_resolve = _until("ErnieInstanceDown resolved after the restart", lambda: not _alerts(sb, "ErnieInstanceDown"), 300)
+    _, t_resolve = until("ErnieInstanceDown resolved after the restart", lambda: not _alerts(sb, "ErnieInstanceDown"), 300)
     assert sb.show("ernie-vllm@8000.service", "ActiveState") == "active" and int(sb.show("ernie-vllm@8000.service", "NRestarts")) >= 1
     print(f"\nkill -9 of the routed engine: ErnieInstanceDown fired after {t_fire:.0f} s, resolved {t_resolve:.0f} s later")
 
     # the completion probe failed while the engine restarted: wait until that alert has cleared
-    _until("ErnieGatewayProbeFailing clear after the restart", lambda: not _alerts(sb, "ErnieGatewayProbeFailing"), 120)
+    until("ErnieGatewayProbeFailing clear after the restart", lambda: not _alerts(sb, "ErnieGatewayProbeFailing"), 120)
     sb.systemctl("stop", "nginx.service")
     try:
-        fired, t_probe = _until("ErnieGatewayProbeFailing firing", lambda: _alerts(sb, "ErnieGatewayProbeFailing"), 120)
+        fired, t_probe = until("ErnieGatewayProbeFailing firing", lambda: _alerts(sb, "ErnieGatewayProbeFailing"), 120)
         assert {a["labels"]["host"] for a in fired} == {"ans-a"}, fired
         assert {a["labels"]["job"] for a in fired} <= {"ernie-gateway-health", "ernie-gateway-completion"}, fired
     finally:
         sb.systemctl("start", "nginx.service")
-    _until("the probes succeeding again", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
+    until("the probes succeeding again", lambda: len(_prom(sb, 'probe_success{host="ans-a"} == 1')) == 2, 90)
     print(f"nginx stopped: ErnieGatewayProbeFailing fired after {t_probe:.0f} s")
 
     before = sb.run("cat /etc/prometheus/rules/ernie-ops.rules.yml").stdout
@@ -420,7 +411,7 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
         # ans-a, the central one, probes ans-b's gateway too, over the lan
         assert len(probes) == {"ans-a": 4, "ans-b": 2}[name] and all(p["value"][1] == "1" for p in probes), (name, probes)
         # the marks the dashboard annotates: the new route and the promoted cutover, as ernie-ops wrote them
-        _until(f"{name}'s cutover marks", lambda sb=sb, name=name: _prom(sb, f'ernie_ops_routed_port{{host="{name}"}} == {ROUTED}'), 60)
+        until(f"{name}'s cutover marks", lambda sb=sb, name=name: _prom(sb, f'ernie_ops_routed_port{{host="{name}"}} == {ROUTED}'), 60)
         promoted = _prom(sb, f'max(ernie_ops_cutover_last_timestamp_seconds{{host="{name}", outcome="promoted"}})')
         assert promoted and float(promoted[0]["value"][1]) > time.time() - up.seconds - 60, (name, promoted)
     assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
@@ -670,7 +661,7 @@ def test_a_host_powered_off_mid_stream_loses_only_its_streams_and_the_edge_moves
     # CI ans-b held none at the instant of the plug. It goes when ans-b streams (its throttle goes with it).
     with b.slowed(ROUTED, 0.5, PY):
         time.sleep(8)
-        _until("a stream on ans-b", lambda: b.requests_running(ROUTED) > 0, 30, every=0.1)
+        until("a stream on ans-b", lambda: b.requests_running(ROUTED) > 0, 30, every=0.1)
         t0 = time.monotonic()
         b.power_off()
     time.sleep(25)  # ans-b's streams time out (20 s without a byte)

@@ -15,6 +15,7 @@ import pytest
 
 from tests.harness import host, sandbox, tiers
 from tests.harness.tiny_model import SERVED_NAME
+from tests.harness.wait import until
 
 GATEWAY = "http://127.0.0.1:80"
 PY = f"{host.VENV_INSIDE}/bin/python"
@@ -288,10 +289,8 @@ def test_old_instance_that_never_drains_is_stopped_after_the_bound(sb):
     direct = sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", "http://127.0.0.1:8000", SERVED_NAME, "4", "--max-tokens", "400"])
     load = Load(sb, streams=2, plain_threads=1)
     try:
-        deadline = time.monotonic() + 60  # more than the gateway's 3 streams: the direct ones run
-        while (running := sb.requests_running(8000)) < 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert running >= 4, f"the direct clients never kept 8000 busy ({running:.0f} running)"
+        # more than the gateway's 3 streams: the direct ones run
+        until("the direct clients keeping 8000 busy (>= 4 running)", lambda: sb.requests_running(8000) >= 4, 60, every=0.2)
         code, res = cli_json(sb, "rollback", "--drain-timeout", "2")
     finally:
         sandbox.Sandbox.signal_spawned(direct, signal.SIGINT)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ernie_ops import metrics
 
 HERE = Path(__file__).resolve().parent / "sandbox"
 BASE_ROOT = Path("/var/tmp")  # never /tmp: the sandbox's own /tmp is a tmpfs, the host's must stay untouched
@@ -101,9 +102,8 @@ class Sandbox:
     def requests_running(self, port: int) -> float:
         """vLLM's `num_requests_running` of the instance on `port`, read inside."""
         text = self.run(["curl", "-sf", "-m", "5", f"http://127.0.0.1:{port}/metrics"]).stdout
-        found = re.search(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", text, re.M)
-        assert found, f"no vllm:num_requests_running in {port}'s /metrics: {text[:300]}"
-        return float(found.group(1))
+        assert "vllm:num_requests_running" in text, f"no vllm:num_requests_running in {port}'s /metrics: {text[:300]}"
+        return metrics.parse(text).running
 
     @contextlib.contextmanager
     def slowed(self, port: int, share: float, python: str):
