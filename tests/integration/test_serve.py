@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import threading
 import time
@@ -150,9 +151,56 @@ def test_engine_core_death_exits_nonzero(config_path, short_tmp):
         print(f"\nengine core killed: launcher exit {code}; {sp.log.splitlines()[-2] if sp.log else ''}")
         assert code == 1, sp.log[-3000:]
         assert "without being asked to stop" in sp.log
+        # the cause, named: the API server reaped it and the engine's sitecustomize said how it died
+        said = sp.log.splitlines()[-1]
+        assert f"the engine's engine core process EngineCore (pid {core[0].pid}) was killed by SIGKILL: a SIGKILL from outside" in said
+        assert "out-of-memory killer" in said and "vllm.cpu_kvcache_space_gib (1 GiB)" in said, said
         assert not [p for p in group_pids if serve_proc.alive(p)]
         assert not [f for f in shm if os.path.exists(f)]
         # nor the named semaphores only multiprocessing's resource tracker knows (no process maps them)
         assert not [f for f in set(os.listdir("/dev/shm")) - before if f.startswith(procs.SHM_PREFIXES)]
+    finally:
+        sp.stop()
+
+
+def _cpu_has_amx() -> bool:
+    return "amx_tile" in Path("/proc/cpuinfo").read_text()
+
+
+def test_every_engine_process_asks_for_amx_and_a_sigill_is_named(config_path, short_tmp):
+    """The engine's sitecustomize ran in every process of a served bf16 instance (on an AMX CPU it was granted
+    and the completion below ran on the AMX kernels); then a real SIGILL to the worker: the launcher's exit
+    line and STATUS= name the worker, its pid, the signal and what it means."""
+    cfg_path, port = config_path
+    sp = serve_proc.start(cfg_path, port, short_tmp)
+    try:
+        sp.wait_ready()
+        resp = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions", json={"model": SERVED_NAME, "prompt": "hello", "max_tokens": 8}, timeout=60
+        )
+        assert resp.status_code == 200, resp.text
+        assert "dtype=torch.bfloat16" in sp.log, "the instance must serve in bf16 (no silent downgrade)"
+        group = sp.group()
+        said = {int(m.group(1)): m.group(2) for m in re.finditer(r"ernie-ops engine-site: pid (\d+): (AMX: .*)", sp.log)}
+        print(f"\nAMX CPU: {_cpu_has_amx()}; engine processes {group}; their lines: {said}")
+        assert len(group) >= 3, group  # API server, engine core, worker (and multiprocessing's resource tracker)
+        assert set(group) <= set(said), f"processes without the AMX line: {set(group) - set(said)}\n{sp.log[-3000:]}"
+        expected = "AMX: tile data permitted" if _cpu_has_amx() else "offers no AMX"
+        assert all(expected in said[pid] for pid in group), said
+
+        workers = [p for p in sp.engine().children(recursive=True) if "Worker" in " ".join(p.cmdline()) + p.name()]
+        assert len(workers) == 1, [(p.pid, p.name(), p.cmdline()) for p in sp.engine().children(recursive=True)]
+        worker = workers[0].pid
+        os.kill(worker, signal.SIGILL)
+        with contextlib.suppress(httpx.HTTPError):  # a client's request makes the API server notice, if nothing else
+            httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"model": SERVED_NAME, "prompt": "x", "max_tokens": 2}, timeout=30)
+        assert sp.proc.wait(timeout=120) == 1, sp.log[-3000:]
+        sentence = f"(pid {worker}) was killed by SIGILL: the CPU refused an instruction"
+        exit_line = sp.log.splitlines()[-1]
+        print(f"launcher: {exit_line}")
+        assert "the engine's worker process VllmWorker-0 " + sentence in exit_line, sp.log[-3000:]
+        status = [m.fields["STATUS"] for m in sp.notify.messages if "STATUS" in m.fields]
+        assert sentence in status[-1], status[-3:]
+        assert "Fatal Python error: Illegal instruction" in sp.log  # faulthandler: the worker's own stack
     finally:
         sp.stop()
