@@ -30,6 +30,7 @@ class InstanceStatus:
     error: str | None = None
     foreign: bool = False  # the unit is not running, yet something holds its port
     holder: str | None = None  # who, when foreign: "pid 1234 python3, `ss -ltnp sport = :8001`"
+    says: str | None = None  # when it does not serve: the launcher's last STATUS= (systemd keeps it after a failure)
 
 
 @dataclass
@@ -58,12 +59,15 @@ UnitQuery = Callable[[int], systemd.UnitState]
 
 def _instance(cfg: Config, port: int, routed: int | None, client: httpx.Client, unit_state: UnitQuery) -> InstanceStatus:
     try:
-        unit = unit_state(port).active
+        unit_st = unit_state(port)
+        unit, said = unit_st.active, unit_st.status_text
     except ErnieOpsError:
-        unit = "unknown"
+        unit, said = "unknown", ""
     base = probe.base_url(port)
     timeout = cfg.health.request_timeout_seconds
     st = InstanceStatus(port=port, unit=unit, healthy=probe.alive(client, base, timeout), routed=port == routed)
+    if not st.healthy and unit != "inactive" and said:
+        st.says = said  # e.g. why the engine died, which process and which signal; or what a start is doing
     if unit != "unknown" and (held := ports.foreign_holder(port, unit)) is not None:
         # What answers there is not this instance: its health, model and metrics are someone else's.
         st.foreign, st.holder = True, held.describe()
@@ -123,7 +127,7 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
         problems.append(f"nginx answers from {live} but the include names {routed}: a reload is pending (rerun the cutover)")
     for inst in instances:
         if inst.routed and not inst.healthy and not inst.foreign:
-            problems.append(f"routed instance {inst.port} is not healthy (unit {inst.unit})")
+            problems.append(f"routed instance {inst.port} is not healthy (unit {inst.unit})" + (f": {inst.says}" if inst.says else ""))
         if inst.model_ok is False:
             problems.append(f"{inst.port} does not serve {cfg.model.served_name}")
     saved = state.load(Path(cfg.paths.state_dir))

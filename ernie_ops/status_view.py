@@ -85,9 +85,14 @@ def rollout(st: Status) -> Text | None:
     return text
 
 
+def launcher_says(st: Status) -> list[Text]:
+    """For each instance that does not serve: what its launcher said last (a death, a start in progress)."""
+    return [Text(f"{i.port} ({i.unit}): {i.says}", style="red" if i.unit == "failed" else "yellow") for i in st.instances if i.says]
+
+
 def render(st: Status) -> list[RenderableType]:
     """What `ernie-ops status` prints on stdout, in order (problems go to stderr, one per line)."""
-    parts: list[RenderableType] = [header(st), table(st)]
+    parts: list[RenderableType] = [header(st), table(st), *launcher_says(st)]
     live = rollout(st)
     if live is not None:
         parts.append(live)

@@ -92,11 +92,15 @@ def test_killed_and_frozen_engines_are_restarted(sb):
     sb.systemctl("start", OTHER)  # returns at once if it is already serving (started by the test before)
     try:
         sb.run(["kill", "-STOP", str(engine_pid(sb, UNIT))])
-        sb.run(["kill", "-9", str(engine_pid(sb, OTHER))])
+        killed_pid = engine_pid(sb, OTHER)
+        sb.run(["kill", "-9", str(killed_pid)])
         took = wait_restarted(sb, [UNIT, OTHER])
         print(f"\nkill -9 engine -> active again after {took[OTHER]:.1f}s; SIGSTOP engine -> watchdog restart after {took[UNIT]:.1f}s")
         killed, frozen = sb.journal(OTHER), sb.journal(UNIT)
         assert "without being asked to stop" in killed, killed[-3000:]
+        # the launcher names the process, the signal and its likely cause (journal line and exit line)
+        assert f"the engine's API server process (pid {killed_pid}) was killed by SIGKILL: " in killed, killed[-3000:]
+        assert "out-of-memory killer" in killed
         assert "withholding watchdog pings" in frozen and "watchdog timeout" in frozen.lower(), frozen[-3000:]
         assert "withholding watchdog pings" not in killed and "without being asked to stop" not in frozen  # each its own reason
         assert completion(sb)["choices"] and completion(sb, base="http://127.0.0.1:8001")["choices"]

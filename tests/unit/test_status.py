@@ -13,8 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 
-from ernie_ops import config, ports, status, systemd
+from ernie_ops import config, ports, status, status_view, systemd
 from tests.conftest import free_port, write_config
 
 
@@ -190,3 +191,18 @@ def test_a_corrupt_rollout_file_is_said_and_left_for_the_next_cutover_to_keep_as
     with pytest.raises(rollout_file.RolloutFileError, match=r"kept it as .*rollout\.json\.corrupt-"):
         cutover.Cutover(cfg, cfg.instances[0].port).run()
     assert list(state_dir.glob("rollout.json.corrupt-*")) and not (state_dir / "rollout.json").exists()
+
+
+def test_an_instance_that_does_not_serve_shows_what_its_launcher_said(tmp_path):
+    """systemd keeps a failed unit's StatusText (checked in the sandbox): the launcher's death sentence."""
+    port = free_port()
+    said = "engine exited with code 0 while loading: the engine's worker process VllmWorker-0 (pid 77) was killed by SIGILL: ..."
+    failed = lambda p: systemd.UnitState(active="failed", sub="failed", result="exit-code", main_pid=0, status_text=said, n_restarts=0)  # noqa: E731
+    st = status.collect(make_cfg(tmp_path, port, routed=port), unit_state=failed)
+    assert st.instances[0].says == said
+    assert f"routed instance {port} is not healthy (unit failed): {said}" in st.problems
+    shown = [str(part) for part in status_view.render(st) if isinstance(part, Text)]
+    assert f"{port} (failed): {said}" in shown
+    # a stopped instance keeps its last words too ("stopped on SIGTERM"): not shown, it is not a problem
+    stopped = lambda p: systemd.UnitState(active="inactive", sub="dead", result="success", main_pid=0, status_text="stopping", n_restarts=0)  # noqa: E731
+    assert status.collect(make_cfg(tmp_path, port), unit_state=stopped).instances[0].says is None
