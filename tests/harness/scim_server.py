@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from ernie_ops.hr.scim import CORE, ENTERPRISE
+from tests.harness.dates import days_from_today
 from tests.harness.paths import CACHE
 
 VERSION = "0.8.3"
@@ -37,13 +38,15 @@ def user_record(
     employee_number: str,
     *,
     department: str | None = "研发部",
-    start: str = "2026-12-07",
+    start: str | None = None,
     display_name: str = "张伟",
     title: str = "后端工程师",
     manager: str = "li.na",
 ) -> dict:
     """A SCIM User to seed with `ScimServer.add_user`: the enterprise extension (department None: left out)
-    and HR_SCHEMA's startDate."""
+    and HR_SCHEMA's startDate (None: 5 days from today, a start date the connector accepts)."""
+    if start is None:
+        start = days_from_today(5)
     enterprise: dict = {"employeeNumber": employee_number, "manager": {"value": manager}}
     if department is not None:
         enterprise["department"] = department

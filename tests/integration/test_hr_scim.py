@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import socket
 import uuid
-from datetime import date
 
 import pytest
 
 from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
 from tests.harness import scim_server
+from tests.harness.dates import day
 from tests.harness.fault_server import FaultServer
 
 TOKEN = scim_server.TEST_TOKEN  # the package fixture `scim` serves with it
-TODAY = date(2026, 12, 2)
+TODAY = day(0)  # the connector's today; every start date below is relative to it
+START = day(5)  # still to come: accepted
 START_ATTR = f"{scim_server.HR_SCHEMA}:startDate"
 
 
@@ -26,8 +27,8 @@ def server(scim):
     return scim  # the package's one scim2-server (tests/integration/conftest.py)
 
 
-def _user(user_name: str, employee_number: str, department: str | None = "研发部", start: str = "2026-12-07") -> dict:
-    return scim_server.user_record(user_name, employee_number, department=department, start=start)
+def _user(user_name: str, employee_number: str, department: str | None = "研发部", start: str | None = None) -> dict:
+    return scim_server.user_record(user_name, employee_number, department=department, start=start or START.isoformat())
 
 
 def _connector(base_url: str, token: str | None = TOKEN, **kw) -> ScimConnector:
@@ -44,15 +45,16 @@ def test_found_by_user_name(server):
     server.add_user(_user(_unique("other"), _unique("E"), department="销售部"))
     with _connector(server.base_url) as hr:
         found = hr.find(user_name=name)
-    assert found == Employee(name, number, "张伟", "研发部", "后端工程师", "li.na", date(2026, 12, 7))
+    assert found == Employee(name, number, "张伟", "研发部", "后端工程师", "li.na", START)
 
 
 def test_found_by_employee_number(server):
     name, number = _unique("wang.fang"), _unique("E")
-    server.add_user(_user(name, number, department="市场部", start="2027-01-04T09:00:00+08:00"))
+    later = day(33)
+    server.add_user(_user(name, number, department="市场部", start=f"{later.isoformat()}T09:00:00+08:00"))
     with _connector(server.base_url) as hr:
         found = hr.find(employee_number=number)
-    assert (found.user_name, found.employee_number, found.department, found.start_date) == (name, number, "市场部", date(2027, 1, 4))
+    assert (found.user_name, found.employee_number, found.department, found.start_date) == (name, number, "市场部", later)
 
 
 def test_unknown_user_is_not_found(server):
@@ -81,7 +83,7 @@ def test_start_date_in_unknown_format_is_bad_date(server):
 
 def test_start_date_in_the_past_is_bad_date(server):
     name = _unique("late")
-    server.add_user(_user(name, _unique("E"), start="2026-11-30"))
+    server.add_user(_user(name, _unique("E"), start=day(-2).isoformat()))
     with _connector(server.base_url) as hr, pytest.raises(HRError) as err:
         hr.find(user_name=name)
     assert err.value.kind == "bad_date"

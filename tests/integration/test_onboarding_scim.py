@@ -11,7 +11,6 @@ import asyncio
 import socket
 import sqlite3
 import uuid
-from datetime import date
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,13 @@ from ernie_ops.onboarding.plan import Facts, build_plan, fallback_welcome, forei
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder, welcome_writer
 from tests.harness import scim_server
+from tests.harness.dates import day
 from tests.harness.fault_server import FaultServer
 from tests.harness.tiny_model import SERVED_NAME
 
 TOKEN = scim_server.TEST_TOKEN  # the package fixture `scim` serves with it
 TOKEN_ENV = "EO_TEST_HR_TOKEN"
-TODAY = date(2026, 12, 2)
+TODAY = day(0)  # the connector's today; the start dates below are relative to it
 PERSONA = "你是公司的新员工入职助手，语气友好、简洁。"
 TEMPLATES = {
     "default": {
@@ -91,7 +91,8 @@ async def _open(cfg: config.OnboardingConfig, env: dict, writer, login: str):
 
 def test_open_for_a_seeded_user_pushes_the_models_welcome_and_the_templates_once(served_gateway, scim, tmp_path):
     name, number = _unique("wang.xm"), _unique("E")
-    scim.add_user(scim_server.user_record(name, number, department="研发部", title="SRE", display_name="王小明"))
+    start = day(5)  # still to come: accepted
+    scim.add_user(scim_server.user_record(name, number, department="研发部", title="SRE", display_name="王小明", start=start.isoformat()))
     scim.add_user(scim_server.user_record(_unique("other"), _unique("E"), department="市场部"))
     cfg = _cfg(tmp_path, scim.base_url, lookup="employeeNumber")
 
@@ -106,7 +107,7 @@ def test_open_for_a_seeded_user_pushes_the_models_welcome_and_the_templates_once
         return first, again, writer.calls
 
     first, again, calls = asyncio.run(scenario())
-    assert first.facts == Facts(name, "王小明", "研发部", "SRE", date(2026, 12, 7), "li.na")
+    assert first.facts == Facts(name, "王小明", "研发部", "SRE", start, "li.na")
     welcome = first.items[0]
     assert welcome.kind == "welcome" and welcome.content.strip()
     plan = build_plan(first.facts, cfg.templates)
@@ -151,7 +152,7 @@ def test_an_hr_failure_is_its_kind_and_the_push_log_is_untouched(scim, tmp_path,
     elif case == "no-department":
         scim.add_user(scim_server.user_record(login, _unique("E"), department=None))
     elif case == "past-start":
-        scim.add_user(scim_server.user_record(login, _unique("E"), start="2026-11-30"))
+        scim.add_user(scim_server.user_record(login, _unique("E"), start=day(-2).isoformat()))
     kind = {"down": "down", "timeout": "timeout", "wrong-token": "unauthorized", "token-unset": "unauthorized"}.get(case)
     kind = kind or {"unknown-user": "not_found", "no-department": "incomplete", "past-start": "bad_date"}[case]
     writer = Counted()

@@ -16,12 +16,15 @@ from pathlib import Path
 import yaml
 
 from tests.harness import role_tasks, tiers
+from tests.harness.dates import days_from_today
 from tests.harness.provision import Run
 
 PROJECT = Path(__file__).resolve().parents[2]
 ROLES = PROJECT / "ansible" / "roles"
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
-GOOD = HEADER + "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07\nli.na,E0007,李娜,研发部,经理,,2019-03-01\n"
+GOOD = (  # start dates relative to today: one still to come, one long ago
+    HEADER + f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{days_from_today(5)}\nli.na,E0007,李娜,研发部,经理,,{days_from_today(-2000)}\n"
+)
 # the role chowns chat.env and the export to root: as another user those tests skip (fail under CI's flag)
 needs_root = tiers.unavailable("the role writes chat.env and the HR export as root") if os.geteuid() != 0 else (lambda test: test)
 
@@ -126,7 +129,7 @@ def test_a_bad_export_never_replaces_the_installed_one(tmp_path):
     assert run.rc == 0 and run.recap()["h"]["changed"] == 1, run.output[-4000:]
     assert dest.read_text(encoding="utf-8") == GOOD and stat.S_IMODE(dest.stat().st_mode) == 0o640
     assert playbook(tmp_path, ["preflight", "hr_export"], **hr).recap()["h"]["changed"] == 0
-    src.write_text(GOOD + "wang.fang,E1002,王芳,,销售,,2026-12-09\n", encoding="utf-8")
+    src.write_text(GOOD + f"wang.fang,E1002,王芳,,销售,,{days_from_today(7)}\n", encoding="utf-8")
     check = playbook(tmp_path, ["preflight", "hr_export"], args=("--check",), **hr)  # --check copies nothing, checks nothing
     assert check.rc == 0 and check.recap()["h"]["changed"] == 1 and dest.read_text(encoding="utf-8") == GOOD
     bad = playbook(tmp_path, ["preflight", "hr_export"], **hr)

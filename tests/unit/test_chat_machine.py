@@ -7,6 +7,7 @@ import pytest
 from ernie_ops import config
 from ernie_ops.chat.flow import Ask, Busy, Flow, Generate, extract
 from ernie_ops.chat.machine import SESSION, InvalidTransition, Machine, Spec
+from tests.harness.dates import days_from_today
 
 SCENARIOS = {s.name.split()[-1]: s for s in config.parse("").chat.effective_scenarios()}
 DATE = r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?"
@@ -126,8 +127,9 @@ def test_onboarding_date_pattern_and_labels_in_english():
     step = flow.on_user_message("department: Platform, role: SRE")
     assert isinstance(step, Ask) and flow.values == {"department": "Platform", "role": "SRE"}
     assert isinstance(flow.on_user_message("next monday"), Ask)  # not a date
-    step = flow.on_user_message("2026-03-02")
-    assert isinstance(step, Generate) and "入职日期 2026-03-02" in step.user
+    start = days_from_today(7)
+    step = flow.on_user_message(start)
+    assert isinstance(step, Generate) and f"入职日期 {start}" in step.user
 
 
 def test_extract_keeps_unrecognised_text_as_the_request():

@@ -4,16 +4,17 @@ the number of employees, or one sentence per bad record and exit 2 (Ansible's `v
 from __future__ import annotations
 
 import json
-from datetime import date
 
 import pytest
 
 from ernie_ops import cli
 from ernie_ops.hr.export_file import ExportFileConnector
+from tests.harness.dates import day
 
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
-ZHANG = "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07"
-LI = "li.na,E0007,李娜,研发部,经理,,2019-03-01"  # started long ago: fine in an export
+START, LONG_AGO = day(5), day(-2000)
+ZHANG = f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{START}"
+LI = f"li.na,E0007,李娜,研发部,经理,,{LONG_AGO}"  # started long ago: fine in an export
 
 
 def _csv(tmp_path, *rows: str, name: str = "hr.csv", bom: bool = False):
@@ -38,8 +39,8 @@ def test_a_good_csv_export_prints_its_number_of_employees(tmp_path, capsys, bom)
 
 def test_a_good_yaml_export_in_either_shape(tmp_path, capsys):
     rows = (
-        "  - {user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: 2026-12-07}\n"
-        "  - {user_name: li.na, employee_number: 7, department: 研发部, start_date: 2019-03-01}\n"
+        f"  - {{user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: {START}}}\n"
+        f"  - {{user_name: li.na, employee_number: 7, department: 研发部, start_date: {LONG_AGO}}}\n"
     )
     (tmp_path / "a.yaml").write_text("employees:\n" + rows, encoding="utf-8")
     (tmp_path / "b.yml").write_text(rows.replace("  - ", "- "), encoding="utf-8")
@@ -51,7 +52,7 @@ def test_a_good_yaml_export_in_either_shape(tmp_path, capsys):
 def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsys):
     """Ansible validates a temporary copy called `source`: --name gives the format and the messages' name."""
     yaml_copy = tmp_path / "source"
-    yaml_copy.write_text("- {user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: 2026-12-07}\n")
+    yaml_copy.write_text(f"- {{user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: {START}}}\n")
     code, out, _ = run(capsys, yaml_copy, "--name", "files/hr.yaml")
     assert (code, out.strip()) == (0, "files/hr.yaml: 1 employee (yaml)")
     code, out, _ = run(capsys, yaml_copy, "--format", "yaml")
@@ -65,29 +66,31 @@ def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsy
 @pytest.mark.parametrize(
     ("row", "sentence"),
     [
-        ("wang.fang,E1002,王芳,,销售,,2026-12-07", "line 3 (user_name 'wang.fang'): the record has no department"),
+        ("wang.fang,E1002,王芳,,销售,,{start}", "line 3 (user_name 'wang.fang'): the record has no department"),
         ("wang.fang,E1002,王芳,销售部,销售,,next monday",
          "line 3 (user_name 'wang.fang'): start date 'next monday' is not a date (expected e.g. 2026-12-07)"),
         ("wang.fang,E1002,王芳,销售部,销售,,2026-02-30",
          "line 3 (user_name 'wang.fang'): start date '2026-02-30' is not a date (expected e.g. 2026-12-07)"),
-        (",,王芳,销售部,销售,,2026-12-07", "line 3: no user_name and no employee_number, so nobody can be looked up by this record"),
-        ("zhang.wei,E1002,张伟,销售部,销售,,2026-12-07",
+        (",,王芳,销售部,销售,,{start}", "line 3: no user_name and no employee_number, so nobody can be looked up by this record"),
+        ("zhang.wei,E1002,张伟,销售部,销售,,{start}",
          "line 3 (user_name 'zhang.wei'): user_name 'zhang.wei' is also on line 2, so a lookup would only find the first"),
-        (",E1001,张伟,销售部,销售,,2026-12-07",
+        (",E1001,张伟,销售部,销售,,{start}",
          "line 3 (employee_number 'E1001'): employee_number 'E1001' is also on line 2, so a lookup would only find the first"),
-        ("wang.fang,E1002,王芳,销售部,销售,,2026-12-07,广州",
+        ("wang.fang,E1002,王芳,销售部,销售,,{start},广州",
          "line 3 (user_name 'wang.fang'): more fields than the header's 7 (quote a value that holds a comma)"),
     ],
 )  # fmt: skip
 def test_each_bad_record_is_one_sentence_with_its_line_and_exit_2(tmp_path, capsys, row, sentence):
-    path = _csv(tmp_path, ZHANG, row, LI)
+    """`{start}` in a row: a good start date, a few days from today (the '2026-12-07' in the sentences is the
+    product's own example of the format)."""
+    path = _csv(tmp_path, ZHANG, row.format(start=START), LI)
     code, out, err = run(capsys, path)
     assert code == 2 and out == "", out
     assert err.strip().splitlines() == [f"error: {path} {sentence}", f"{path}: 1 problem; fix the export and check it again"]
 
 
 def test_every_bad_record_is_listed_not_only_the_first(tmp_path, capsys):
-    path = _csv(tmp_path, "a,E1,A,,t,,2026-12-07", ZHANG, "b,E2,B,部,t,,someday", LI, "a,E3,C,部,t,,2026-12-07")
+    path = _csv(tmp_path, f"a,E1,A,,t,,{START}", ZHANG, "b,E2,B,部,t,,someday", LI, f"a,E3,C,部,t,,{START}")
     code, out, _ = run(capsys, path, "--json")
     assert code == 2
     report = json.loads(out)
@@ -126,8 +129,9 @@ def test_an_unreadable_file_is_one_sentence_and_exit_2(tmp_path, capsys, name, c
 
 def test_what_check_accepts_the_connector_finds(tmp_path, capsys):
     """The check reads with the connector's parsing: an accepted export answers a lookup for each record."""
-    path = _csv(tmp_path, ZHANG, "wang.fang,E1002,王芳,销售部,销售,,2026年12月9日", bom=True)
+    later = day(7)
+    path = _csv(tmp_path, ZHANG, f"wang.fang,E1002,王芳,销售部,销售,,{later.year}年{later.month}月{later.day}日", bom=True)
     assert run(capsys, path)[0] == 0
-    hr = ExportFileConnector(path, today=date(2026, 12, 2))
+    hr = ExportFileConnector(path, today=day(0))
     assert hr.find(employee_number="E1002").department == "销售部"
     assert hr.find(user_name="zhang.wei").display_name == "张伟"

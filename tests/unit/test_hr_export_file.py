@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import date
-
 import pytest
 
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError, parse_start_date
+from tests.harness.dates import day
 
-TODAY = date(2026, 12, 2)
+TODAY = day(0)  # the connector's today; every start date below is relative to it
+START = day(5)  # still to come: accepted
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
-ZHANG = Employee("zhang.wei", "E1001", "张伟", "研发部", "后端工程师", "李娜", date(2026, 12, 7))
+ZHANG = Employee("zhang.wei", "E1001", "张伟", "研发部", "后端工程师", "李娜", START)
 
 
 def _csv(tmp_path, *rows: str, bom: bool = False):
@@ -20,12 +20,12 @@ def _csv(tmp_path, *rows: str, bom: bool = False):
     return ExportFileConnector(path, today=TODAY)
 
 
-ROW = "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07"
+ROW = f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{START}"
 
 
 @pytest.mark.parametrize("bom", [False, True])
 def test_csv_found_by_user_name_and_by_employee_number(tmp_path, bom):
-    hr = _csv(tmp_path, "li.na,E0007,李娜,研发部,经理,,2026-12-03", ROW, bom=bom)
+    hr = _csv(tmp_path, f"li.na,E0007,李娜,研发部,经理,,{day(1)}", ROW, bom=bom)
     assert hr.find(user_name="zhang.wei") == ZHANG
     assert hr.find(employee_number="E1001") == ZHANG
 
@@ -35,7 +35,7 @@ def test_yaml_found_and_its_native_dates_read(tmp_path):
     path.write_text(
         "employees:\n"
         "  - {user_name: zhang.wei, employee_number: E1001, display_name: 张伟, department: 研发部,\n"
-        "     title: 后端工程师, manager: 李娜, start_date: 2026-12-07}\n",
+        f"     title: 后端工程师, manager: 李娜, start_date: {START}}}\n",
         encoding="utf-8",
     )
     hr = ExportFileConnector(path, today=TODAY)
@@ -51,32 +51,32 @@ def test_unknown_employee_is_not_found(tmp_path):
 
 def test_missing_department_is_incomplete(tmp_path):
     with pytest.raises(HRError) as err:
-        _csv(tmp_path, "zhang.wei,E1001,张伟,  ,后端工程师,李娜,2026-12-07").find(user_name="zhang.wei")
+        _csv(tmp_path, f"zhang.wei,E1001,张伟,  ,后端工程师,李娜,{START}").find(user_name="zhang.wei")
     assert err.value.kind == "incomplete"
 
 
-@pytest.mark.parametrize("start", ["07.12.2026", "next Monday", "2026-13-01", ""])
+@pytest.mark.parametrize("start", ["{d:%d.%m.%Y}", "next Monday", "2026-13-01", ""])  # {d}: a date to come, in an unknown format
 def test_start_date_in_unknown_format_is_bad_date(tmp_path, start):
     with pytest.raises(HRError) as err:
-        _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{start}").find(user_name="zhang.wei")
+        _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{start.format(d=START)}").find(user_name="zhang.wei")
     assert err.value.kind == "bad_date"
 
 
 def test_start_date_in_the_past_is_bad_date(tmp_path):
     with pytest.raises(HRError) as err:
-        _csv(tmp_path, "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-01").find(user_name="zhang.wei")
+        _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{day(-1)}").find(user_name="zhang.wei")
     assert err.value.kind == "bad_date"
     assert "past" in err.value.detail
 
 
 def test_start_date_today_is_accepted(tmp_path):
-    hr = _csv(tmp_path, "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-02")
+    hr = _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{TODAY}")
     assert hr.find(user_name="zhang.wei").start_date == TODAY
 
 
-@pytest.mark.parametrize("text", ["2026-12-07", "2026/12/07", "2026年12月7日", "2026-12-07T09:00:00Z", "2026-12-07T09:00:00+08:00"])
+@pytest.mark.parametrize("text", ["{d}", "{d:%Y/%m/%d}", "{d.year}年{d.month}月{d.day}日", "{d}T09:00:00Z", "{d}T09:00:00+08:00"])
 def test_start_date_formats_hr_systems_write(text):
-    assert parse_start_date(text, "x") == date(2026, 12, 7)
+    assert parse_start_date(text.format(d=START), "x") == START
 
 
 def test_missing_file_is_down_with_its_path(tmp_path):

@@ -10,7 +10,6 @@ import copy
 import json
 import subprocess
 import sys
-from datetime import date
 
 import pytest
 
@@ -27,6 +26,7 @@ from ernie_ops.onboarding.plan import (
     to_push,
 )
 from ernie_ops.onboarding.pushlog import PushLog
+from tests.harness.dates import day
 
 TEMPLATES = {
     "default": {
@@ -51,7 +51,8 @@ TEMPLATES = {
     },
 }
 
-FACTS = Facts("e1001", "王小明", "研发", "SRE", date(2026, 12, 7), "李雷")
+START, LATER = day(5), day(33)  # start dates still to come (the plan itself does not compare them with today)
+FACTS = Facts("e1001", "王小明", "研发", "SRE", START, "李雷")
 
 
 def _plan(facts=FACTS, data=TEMPLATES):
@@ -86,7 +87,7 @@ def test_the_plan_is_the_welcome_then_tasks_then_guides_exactly_as_templated():
     assert kinds == ["welcome", "task", "task", "task", "task", "guide", "guide", "guide"]
     welcome = plan.welcome
     assert (welcome.item_id, welcome.content, welcome.needs_model, welcome.facts) == ("welcome", None, True, FACTS)
-    assert FACTS.as_prompt_dict() == {"name": "王小明", "department": "研发", "role": "SRE", "start_date": "2026-12-07", "manager": "李雷"}
+    assert FACTS.as_prompt_dict() == {"name": "王小明", "department": "研发", "role": "SRE", "start_date": str(START), "manager": "李雷"}
     tasks = [(i.content, i.needs_model, i.facts) for i in plan.items if i.kind == "task"]
     assert tasks == [(t, False, None) for t in ("领取电脑并登录企业邮箱", "完成信息安全培训", "开通代码仓库权限", "加入值班群")]
     guide = plan.items[-1]
@@ -103,7 +104,7 @@ def test_item_ids_are_stable_across_processes_and_change_with_the_template_text(
     ids = [i.item_id for i in _plan().items]
     code = (
         "import datetime, json, sys; from ernie_ops.onboarding.plan import *; "
-        "f = Facts('e2', 'x', '研发', 'SRE', datetime.date(2027, 1, 4)); "
+        f"f = Facts('e2', 'x', '研发', 'SRE', datetime.date.fromisoformat('{LATER}')); "
         "print(json.dumps([i.item_id for i in build_plan(f, load_templates(json.loads(sys.argv[1]))).items]))"
     )
     out = subprocess.run(
@@ -159,10 +160,10 @@ def test_links_the_model_adds_are_caught():
 
 def test_the_fallback_welcome_says_only_the_facts():
     assert fallback_welcome(FACTS) == (
-        "欢迎加入研发，王小明！你的岗位是SRE，入职日期 2026-12-07。你的直属上级是李雷。"
+        f"欢迎加入研发，王小明！你的岗位是SRE，入职日期 {START}。你的直属上级是李雷。"
         "下面是你第一周的任务和需要用到的系统指南，看完请点「确认」。"
     )
-    no_manager = Facts("e2", "小李", "市场", "专员", date(2027, 1, 4))
+    no_manager = Facts("e2", "小李", "市场", "专员", LATER)
     assert "上级" not in fallback_welcome(no_manager)
     assert "manager" not in no_manager.as_prompt_dict()
 
@@ -170,10 +171,11 @@ def test_the_fallback_welcome_says_only_the_facts():
 @pytest.mark.parametrize(
     ("facts", "message"),
     [
-        (Facts("e1", "王", "", "SRE", date(2027, 1, 4)), r"the HR record for 'e1' has no department; ask HR to fill it in"),
-        (Facts("e1", "  ", "研发", "SRE", date(2027, 1, 4)), r"the HR record for 'e1' has no name"),
-        (Facts("e1", "王", "研发", "SRE", "2027-01-04"), r"the HR record for 'e1' has no usable start date \('2027-01-04'\)"),
+        (Facts("e1", "王", "", "SRE", LATER), r"the HR record for 'e1' has no department; ask HR to fill it in"),
+        (Facts("e1", "  ", "研发", "SRE", LATER), r"the HR record for 'e1' has no name"),
+        (Facts("e1", "王", "研发", "SRE", str(LATER)), rf"the HR record for 'e1' has no usable start date \('{LATER}'\)"),
     ],
+    ids=["no-department", "no-name", "start-date-a-string"],  # not the message: it holds today's date
 )
 def test_facts_the_plan_cannot_use_are_a_sentence(facts, message):
     with pytest.raises(PlanError, match=message):

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import socket
 import sqlite3
-from datetime import date
 from pathlib import Path
 
 import pytest
@@ -38,11 +37,13 @@ from ernie_ops.onboarding.service import (
     welcome_messages,
     welcome_writer,
 )
+from tests.harness.dates import day
 
-TODAY = date(2026, 12, 2)
+TODAY = day(0)  # the connector's today; every start date below is relative to it
+START = day(5)  # zhang.wei's, still to come: accepted
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
-ZHANG = "zhang.wei,E1001,张伟,研发,SRE,李娜,2026-12-07"
-LI = "li.lei,E1002,李雷,市场,专员,,2026-12-08"
+ZHANG = f"zhang.wei,E1001,张伟,研发,SRE,李娜,{START}"
+LI = f"li.lei,E1002,李雷,市场,专员,,{day(6)}"
 TEMPLATES = {
     "default": {
         "tasks": ["领取电脑并登录企业邮箱", "完成信息安全培训"],
@@ -115,7 +116,7 @@ def run(coro):
 
 
 def expected_plan(cfg: config.OnboardingConfig):
-    return build_plan(Facts("zhang.wei", "张伟", "研发", "SRE", date(2026, 12, 7), "李娜"), cfg.templates)
+    return build_plan(Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜"), cfg.templates)
 
 
 # ---- open: pushed once ------------------------------------------------------------------------------
@@ -126,7 +127,7 @@ def test_open_pushes_every_item_of_the_plan_once_with_the_models_welcome(tmp_pat
     writer = Writer()
     h = helper(tmp_path, writer)
     opened = run(h.open("zhang.wei"))
-    assert opened.facts == Facts("zhang.wei", "张伟", "研发", "SRE", date(2026, 12, 7), "李娜")
+    assert opened.facts == Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜")
     plan = expected_plan(h.cfg)
     assert [(i.item_id, i.kind) for i in opened.items] == [(p.item_id, p.kind) for p in plan.items]
     assert [i.content for i in opened.items] == [WELCOME] + [p.content for p in plan.items[1:]]
@@ -264,8 +265,8 @@ def test_another_login_cannot_confirm_this_employees_item(tmp_path):
     [
         (None, "down"),  # no export file
         ([LI], "not_found"),
-        (["zhang.wei,E1001,张伟,,SRE,李娜,2026-12-07"], "incomplete"),
-        (["zhang.wei,E1001,张伟,研发,SRE,李娜,2026-11-30"], "bad_date"),  # in the past
+        ([f"zhang.wei,E1001,张伟,,SRE,李娜,{START}"], "incomplete"),
+        ([f"zhang.wei,E1001,张伟,研发,SRE,李娜,{day(-2)}"], "bad_date"),  # in the past
         (["zhang.wei,E1001,张伟,研发,SRE,李娜,下周一"], "bad_date"),  # unknown format
     ],
 )
@@ -292,7 +293,7 @@ def test_an_hr_error_a_file_cannot_produce_pushes_nothing(tmp_path, kind):
 
 
 def test_a_record_without_user_name_is_a_plan_error_and_pushes_nothing(tmp_path):
-    write_csv(tmp_path, ",E1001,张伟,研发,SRE,李娜,2026-12-07")
+    write_csv(tmp_path, f",E1001,张伟,研发,SRE,李娜,{START}")
     writer = Writer()
     with pytest.raises(PlanError, match="employee"):
         run(helper(tmp_path, writer, cfg=make_cfg(tmp_path, lookup="employeeNumber")).open("E1001"))
@@ -370,12 +371,12 @@ def test_a_writer_failing_otherwise_than_the_gateway_is_not_hidden(tmp_path):
 
 
 def test_the_model_is_given_the_facts_only_and_the_rules():
-    facts = Facts("zhang.wei", "张伟", "研发", "SRE", date(2026, 12, 7), "李娜")
+    facts = Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜")
     system, user = welcome_messages(facts, "你是入职助手。", WELCOME_RULES)
     assert system == {"role": "system", "content": "你是入职助手。\n\n" + WELCOME_RULES}
     assert user == {
         "role": "user",
-        "content": '{"name": "张伟", "department": "研发", "role": "SRE", "start_date": "2026-12-07", "manager": "李娜"}',
+        "content": f'{{"name": "张伟", "department": "研发", "role": "SRE", "start_date": "{START}", "manager": "李娜"}}',
     }
     assert "zhang.wei" not in user["content"]
     assert welcome_messages(facts, "  ", WELCOME_RULES)[0]["content"] == WELCOME_RULES

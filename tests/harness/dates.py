@@ -1,0 +1,22 @@
+"""Dates relative to the day a test runs, for HR records and their checks: a test never holds a calendar date
+that one day passes (issue 22). The product refuses a start date before today (ernie_ops.hr.model.checked)
+and nothing in ernie_ops/hr or ernie_ops/onboarding looks at the weekday, so a number of days is all a test
+needs: `day(5)` is a start date still to come, `day(-2)` one already gone, `day(0)` today.
+
+A test that gives a connector its own `today=` takes it from here too (`day(0)` at import), so the dates it
+writes and the day the connector compares them with are the same day's.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+
+def day(n: int) -> date:
+    """Today + n days (n < 0: n days ago)."""
+    return date.today() + timedelta(days=n)
+
+
+def days_from_today(n: int) -> str:
+    """`day(n)` as an HR export writes it: ISO, YYYY-MM-DD."""
+    return day(n).isoformat()
