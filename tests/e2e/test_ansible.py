@@ -21,6 +21,7 @@ import yaml
 
 from tests.harness import browser, demo, prom, provision, sandbox, tiers
 from tests.harness.chat_page import ChatPage
+from tests.harness.dates import days_from_today
 from tests.harness.paths import ARTIFACTS
 from tests.harness.wait import until
 
@@ -87,10 +88,10 @@ def docs_vars(kb: Path) -> dict:
     return {"ernie_chat_documents": [{"collection": "handbook", "src": str(kb)}]}
 
 
-HR_EXPORT = (
+HR_EXPORT = (  # start dates relative to today (a fixed one would pass): one still to come, one long ago
     "user_name,employee_number,display_name,department,title,manager,start_date\n"
-    "zhang.wei,E1001,张伟,研发部,后端工程师,李娜,2026-12-07\n"
-    "li.na,E0007,李娜,研发部,经理,,2019-03-01\n"
+    f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{days_from_today(5)}\n"
+    f"li.na,E0007,李娜,研发部,经理,,{days_from_today(-2000)}\n"
 )
 HR_TOKEN = "e2e.hr-Token_1"
 
@@ -635,7 +636,7 @@ def test_a_bad_hr_export_never_replaces_a_working_one(fleet, first_run, kb, hr):
     assert first_run.rc == 0, "needs the first run"
     running = {name: sb.show("ernie-chainlit.service", "MainPID") for name, sb in fleet.inference.items()}
     export = Path(hr["ernie_chat_hr_export_src"])
-    export.write_text(HR_EXPORT + "wang.fang,E1002,王芳,,销售,,2026-12-09\n", encoding="utf-8")
+    export.write_text(HR_EXPORT + f"wang.fang,E1002,王芳,,销售,,{days_from_today(7)}\n", encoding="utf-8")
     bad = fleet.playbook("site.yml", **settled(kb, hr))
     sentence = f"error: {export} line 4 (user_name 'wang.fang'): the record has no department"
     print(f"\nsite.yml with an HR export with a record without department: rc {bad.rc}; recap {bad.recap()}")
