@@ -303,8 +303,7 @@ class Launcher:
         error = self.output.engine_error() if self.output is not None else None
         reason = f"engine exited with code {code} {when}"
         if (death := self._death(kills)) is not None:
-            reason += f": {death}"
-            log.error("[serve %s] %s", self.port, death)
+            reason += f": {death}"  # in the exit line and STATUS= (systemd.start_failure quotes the exit line)
         reason += f"; its last error: {error}" if error else ""
         self._notify(f"STATUS={reason}")
         return ServeOutcome(EXIT_FAILED, reason, removed_shm=removed)

@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Seconds per module (setup + call + teardown): where the suite's 30-minute budget goes."""
+    """Seconds per module and per tier (setup + call + teardown): where the suite's time budget goes."""
     seconds: dict[str, float] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -51,6 +51,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     for module, total in sorted(seconds.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{total:8.1f}s  {module}")
     terminalreporter.write_line(f"{sum(seconds.values()):8.1f}s  total")
+    tiers: dict[str, float] = {}
+    for module, total in seconds.items():
+        tier = Path(module).parts[1] if module.startswith("tests/") and len(Path(module).parts) > 2 else "other"
+        tiers[tier] = tiers.get(tier, 0.0) + total
+    terminalreporter.write_sep("=", "seconds per tier")
+    for tier, total in sorted(tiers.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{total:8.1f}s  {tier}")
 
 
 @pytest.fixture(scope="session")
