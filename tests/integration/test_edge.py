@@ -23,6 +23,7 @@ from ernie_ops import config, gateway, sse
 from ernie_ops.chat.client import ChatError, GatewayClient, ReplyStats
 from tests.harness import nginx, nonretrying
 from tests.harness.tiny_model import SERVED_NAME
+from tests.harness.wait import until
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +59,12 @@ def edge_log(edge: nginx.Edge) -> list[dict]:
 
 def gateway_log(ng: nginx.Nginx) -> list[dict]:
     return [json.loads(line) for line in ng.access_log.read_text().splitlines()]
+
+
+def logged_since(ng: nginx.Nginx, start: int, n: int) -> list[dict] | None:
+    """The gateway's entries after the first `start`, once there are at least `n` of them (else None)."""
+    entries = gateway_log(ng)[start:]
+    return entries if len(entries) >= n else None
 
 
 def test_plain_http_goes_to_https_except_what_a_load_balancer_asks(stack):
@@ -235,8 +242,10 @@ def test_the_gateway_limits_and_logs_the_client_behind_the_edge_not_the_edge(sta
         codes = [c.get(f"{edge.url}/v1/models", headers=spoof).status_code for _ in range(80)]
     assert codes[0] == 200 and 429 in codes, codes
     # each of them logged as 127.0.0.3's, the refused ones too (the last one may pass again: 20 r/s refill while
-    # a slow machine sends 80)
-    entries = gateway_log(served.ng)[logged:]
+    # a slow machine sends 80). nginx writes an entry in its log phase, after the response has gone to the edge: the
+    # client may hold the last response before the gateway has logged it, so first wait for as many entries as responses.
+    n = len(codes)
+    entries, _ = until(f"the gateway's access log holding the {n} responses", lambda: logged_since(served.ng, logged, n), 10, 0.1)
     assert [e["status"] for e in entries] == codes and {e["client"] for e in entries} == {"127.0.0.3"}, entries[-3:]
     with client(edge) as c:  # 127.0.0.1 behind the edge is loopback to the gateway too: not limited
         assert {c.get(f"{edge.url}/v1/models").status_code for _ in range(60)} == {200}
