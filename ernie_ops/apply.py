@@ -341,12 +341,19 @@ class ApplyResult:
     def changed(self) -> bool:
         return any(a.changes for a in self.actions)
 
+    @property
+    def message(self) -> str | None:
+        """What failed, for a reader (the Ansible role ends with it): each failed action's error, which for a start
+        is the unit's own reason and the command that shows its journal (systemd.StartFailed). None when all went well."""
+        return "\n".join(a.error for a in self.actions if a.error) or None
+
     def as_dict(self) -> dict:
         return {
             "ok": self.ok,
             "changed": self.changed,
             "check": self.check,
             "route": self.route,
+            "message": self.message,
             "actions": [asdict(a) for a in self.actions],
         }
 
@@ -416,7 +423,8 @@ def _run_engine(cfg: Config, host: Host, action: Action, extra: list[str], start
     if result.get("ok"):
         action.done = True
     else:
-        action.error = f"cutover to {spare} {result.get('outcome')}: {result.get('error')}"
+        where = f" ({result['where']})" if result.get("where") else ""  # e.g. "the old instance 8000 keeps serving"
+        action.error = f"cutover to {spare} {result.get('outcome')}{where}: {result.get('error')}"
 
 
 def _run_unit_action(host: Host, action: Action, timeout: float) -> None:

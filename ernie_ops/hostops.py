@@ -27,7 +27,7 @@ class HostOps(Protocol):
         """The unit's ActiveState: active, activating, inactive, failed, deactivating, ..."""
 
     def start(self, port: int, timeout: float) -> None:
-        """Blocks until READY; raises when the unit fails."""
+        """Blocks until READY; raises when the unit fails (systemd.StartFailed: the launcher's reason, the journal command)."""
 
     def stop(self, port: int, timeout: float) -> None: ...
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+import time
 from dataclasses import dataclass
 
 from ernie_ops import enginelog
@@ -11,10 +13,27 @@ from ernie_ops.errors import ErnieOpsError
 UNIT_TEMPLATE = "ernie-vllm@{port}.service"
 ATTEMPT_MARKER = "launcher started"  # the launcher's first line of each run: `[serve PORT] launcher started (pid N)`
 JOURNAL_LINES = 1000  # a failed vLLM start prints ~230 lines (truncated weights, measured)
+JOURNAL_HINT_LINES = 100  # what the operator is told to read: a failed start's launcher and engine lines
+START_VERBS = frozenset({"start", "restart", "try-restart", "reload-or-restart"})
+INSTANCE_UNIT = re.compile(r"ernie-vllm@(\d+)\.service")
+JOURNAL_SETTLE = (0.3, 0.7, 1.5)  # re-reads while the failed attempt's exit line is not in the journal yet
 
 
 class SystemdError(ErnieOpsError):
     """systemctl failed; carries its message and the unit's last log lines when useful."""
+
+
+class SystemdTimeout(SystemdError):
+    """systemctl did not return within its timeout (the job may still run)."""
+
+
+class StartFailed(SystemdError):
+    """A unit did not start (or restart): why, in the unit's own words, and the one command that shows its journal.
+    Every start of an instance goes through here (`ernie-ops apply`, the cutover's start step, the Ansible role)."""
+
+    def __init__(self, unit: str, reason: str):
+        self.unit, self.reason, self.journal = unit, reason, journal_command(unit)
+        super().__init__(f"{unit} did not start: {reason}\nIts journal: {self.journal}")
 
 
 def unit_name(port: int) -> str:
@@ -31,13 +50,18 @@ class UnitState:
     n_restarts: int
 
 
+def journal_command(unit: str) -> str:
+    """The one command that shows why `unit` did (not) start, as an operator types it on the host."""
+    return f"journalctl -u {unit.removesuffix('.service')} -n {JOURNAL_HINT_LINES}"
+
+
 def _systemctl(*args: str, timeout: float) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(["systemctl", "--no-pager", *args], capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
         raise SystemdError("systemctl not found: ernie-ops manages instances through systemd") from None
     except subprocess.TimeoutExpired:
-        raise SystemdError(f"`systemctl {' '.join(args)}` did not finish within {timeout:.0f}s") from None
+        raise SystemdTimeout(f"`systemctl {' '.join(args)}` did not finish within {timeout:.0f}s") from None
 
 
 def state(port: int) -> UnitState:
@@ -53,10 +77,8 @@ def state(port: int) -> UnitState:
 
 
 def start(port: int, timeout: float) -> None:
-    """Blocks until READY (Type=notify) or failure; the error names the last journal lines."""
-    r = _systemctl("start", unit_name(port), timeout=timeout)
-    if r.returncode != 0:
-        raise SystemdError(f"systemctl start {unit_name(port)} failed; {start_failure(journal_lines(port), port)}")
+    """Blocks until READY (Type=notify) or failure; the error (StartFailed) is the launcher's reason."""
+    run_verb("start", unit_name(port), timeout=timeout)
 
 
 def stop(port: int, timeout: float = 120) -> None:
@@ -80,20 +102,72 @@ def journal_lines(port: int, lines: int = JOURNAL_LINES) -> list[str] | None:
     return r.stdout.splitlines() if r.returncode == 0 else None
 
 
-def start_failure(lines: list[str] | None, port: int, keep: int = 2) -> str:
-    """Why a start failed, from the unit's journal lines: the launcher's last `keep` lines and the engine's
-    own root-cause error (vLLM's other lines are skipped), both from the last attempt only."""
-    if lines is None:
-        return "the launcher said: (journal unavailable)"
+def _attempt(lines: list[str], port: int, pid: int | None) -> list[str]:
+    """The lines of one run of the launcher: the one with `pid` (systemd's ExecMainPID) when the journal has it,
+    else the last one. A restart after the failure (Restart=on-failure) must not hide the run that failed."""
+    marker = f"[serve {port}] {ATTEMPT_MARKER}"
+    starts = [i for i, line in enumerate(lines) if marker in line]
+    if not starts:
+        return lines
+    chosen = starts[-1]
+    if pid:
+        chosen = next((i for i in starts if f"(pid {pid})" in lines[i]), chosen)
+    ends = [i for i in starts if i > chosen]
+    return lines[chosen : ends[0] if ends else len(lines)]
+
+
+def _exit_line(attempt: list[str], port: int) -> re.Match | None:
+    exits = [m for line in attempt if (m := re.search(rf"\[serve {port}\] exit -?\d+: (.*)$", line))]
+    return exits[-1] if exits else None
+
+
+def start_failure(lines: list[str] | None, port: int, pid: int | None = None, status_text: str = "") -> str:
+    """Why a start failed, from the unit's journal lines: the launcher's exit line of that run (its reason), else
+    its last STATUS= (systemd's StatusText) or its last line; and the engine's own root-cause error when the
+    launcher did not quote it (vLLM's other lines are skipped), from that run only."""
     tag = f"[serve {port}]"
-    starts = [i for i, line in enumerate(lines) if f"{tag} {ATTEMPT_MARKER}" in line]
-    attempt = lines[starts[-1] :] if starts else lines
-    mine = [line for line in attempt if tag in line]
-    said = " | ".join(mine[-keep:]) or "(no launcher lines in the journal)"
+    attempt = _attempt(lines or [], port, pid)
+    exit_line = _exit_line(attempt, port)
+    mine = [line.split(tag, 1)[1].strip() for line in attempt if tag in line]
+    if exit_line is not None:
+        reason = exit_line.group(1)
+    elif status_text:
+        reason = f"the launcher's last status: {status_text}"
+    elif mine:
+        reason = f"the launcher's last line: {mine[-1]}"
+    else:
+        reason = "(journal unavailable)" if lines is None else "(no launcher lines in the journal)"
     error = enginelog.engine_error(line for line in attempt if tag not in line)
-    if error is None or error in said:  # the launcher's exit line already quotes it
-        return f"the launcher said: {said}"
-    return f"the launcher said: {said}; the engine's last error: {error}"
+    if error is None or error in reason:  # the launcher's exit line already quotes it
+        return reason
+    return f"{reason}; the engine's last error: {error}"
+
+
+def _failed_props(unit: str) -> dict[str, str]:
+    """What systemd kept of the run that just failed; {} when it cannot be asked."""
+    try:
+        return show(unit, "ExecMainPID", "StatusText")
+    except SystemdError:
+        return {}
+
+
+def why_not_started(unit: str, said: str) -> str:
+    """An instance: its launcher's reason (journal, else its last STATUS=); another unit: its StatusText, else
+    systemctl's first sentence (the rest only points at `systemctl status`)."""
+    props = _failed_props(unit)  # first: a restart 5 s later replaces ExecMainPID and StatusText
+    status_text = props.get("StatusText", "")
+    m = INSTANCE_UNIT.fullmatch(unit)
+    if m is None:
+        first = said.splitlines()[0] if said else "(systemctl said nothing)"
+        return status_text or first
+    port, pid = int(m.group(1)), int(props.get("ExecMainPID") or 0) or None
+    lines = journal_lines(port)
+    for pause in JOURNAL_SETTLE:  # the exit line may reach the journal a moment after systemd saw the exit
+        if lines is None or _exit_line(_attempt(lines, port, pid), port) is not None:
+            break
+        time.sleep(pause)
+        lines = journal_lines(port)
+    return start_failure(lines, port, pid, status_text)
 
 
 def show(unit: str, *props: str) -> dict[str, str]:
@@ -105,7 +179,17 @@ def show(unit: str, *props: str) -> dict[str, str]:
 
 
 def run_verb(verb: str, unit: str, timeout: float = 900) -> None:
-    """systemctl start/restart/enable/... of any unit; the error carries systemctl's own words."""
-    r = _systemctl(verb, unit, timeout=timeout)
-    if r.returncode != 0:
-        raise SystemdError(f"systemctl {verb} {unit} failed: {r.stderr.strip() or r.stdout.strip()}")
+    """systemctl start/restart/enable/... of any unit. A failed start or restart raises StartFailed (the unit's
+    reason and its journal command); any other verb's error carries systemctl's own words."""
+    try:
+        r = _systemctl(verb, unit, timeout=timeout)
+    except SystemdTimeout as exc:
+        if verb in START_VERBS:
+            raise StartFailed(unit, str(exc)) from None
+        raise
+    if r.returncode == 0:
+        return
+    said = r.stderr.strip() or r.stdout.strip()
+    if verb in START_VERBS:
+        raise StartFailed(unit, why_not_started(unit, said))
+    raise SystemdError(f"systemctl {verb} {unit} failed: {said}")

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -547,6 +548,50 @@ def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb, hr):
     print(f"\nsite.yml --tags {tag}: {run.seconds:.0f} s; recap {run.recap()}")
     assert run.rc == 0, run.output[-6000:]
     assert all(h["changed"] == 0 for h in run.recap().values()), run.changed_tasks()
+
+
+def test_an_instance_that_cannot_start_ends_the_role_with_the_launchers_reason_and_the_journal_command(fleet, first_run, kb, hr):
+    """Issue 22: a vLLM setting the real engine refuses while loading (max_model_len above the tiny model's 4096
+    positions) on a serving host. The role's `ernie-ops apply` cuts over to the spare, whose start really fails: the
+    run ends with the launcher's reason and the one command that shows the journal (in `make demo`'s words: the
+    command inside the sandbox, pasteable), not systemctl's pointer or apply's JSON; traffic stays where it was."""
+    assert first_run.rc == 0, "needs the first run"
+    sb = fleet.hosts["ans-a"]
+    route = json.loads(sb.run([CLI, "route", "--json"]).stdout)  # 8001 after the upgrade test, 8000 when run alone
+    routed, spare = route["routed_port"], route["spare_port"]
+    routed_unit, spare_unit = f"ernie-vllm@{routed}.service", f"ernie-vllm@{spare}.service"
+    routed_since = _start_stamp(sb, routed_unit)
+    before = settled(kb, hr) if routed == ROUTED else {}  # the variables the host was last provisioned with
+    refused = {**before.get("ernie_ops_vllm", provision.host_vars()["ernie_ops_vllm"]), "max_model_len": 8192}
+    try:
+        bad = fleet.playbook("site.yml", "--tags", "ernie_ops", "--limit", "ans-a", **{**before, "ernie_ops_vllm": refused})
+        enter = f"nsenter -t {sb.pid} -m -p -u -i -n --"
+        summary = demo.failure_summary(bad.output, enter)
+        print(f"\nsite.yml --tags ernie_ops with vllm.max_model_len 8192: rc {bad.rc}, {bad.seconds:.0f} s; recap {bad.recap()}")
+        print("\n".join(bad.output.splitlines()[-14:]))
+        print("make demo would print:\n" + "\n".join(summary))
+        print(f"{spare_unit} after the failed start: StatusText={sb.show(spare_unit, 'StatusText')!r}, "
+              f"ActiveState={sb.show(spare_unit, 'ActiveState')}, Result={sb.show(spare_unit, 'Result')}")  # fmt: skip
+        assert bad.rc == 2 and bad.recap()["ans-a"]["failed"] == 1, bad.output[-6000:]
+        [message] = demo.failed_tasks(bad.output)
+        reason, journal = message.splitlines()[-2:]
+        assert reason.startswith(f"cutover to {spare} aborted (the old instance {routed} keeps serving): {spare_unit} did not start: "
+                                 "engine exited with code 1 while loading; its last error: "), message  # fmt: skip
+        assert "max_model_len (8192)" in reason, message  # the engine's own ValidationError
+        assert journal == f"Its journal: journalctl -u ernie-vllm@{spare} -n 100", message
+        assert "systemctl status" not in message and '"actions"' not in bad.output, bad.output[-6000:]
+        # the pasteable command of `make demo`, run as the user would (a shell on this machine), shows the launcher's exit
+        assert summary[-1] == f"  Its journal: {enter} journalctl -u ernie-vllm@{spare} -n 100", summary
+        shown = subprocess.run(summary[-1].split(": ", 1)[1], shell=True, capture_output=True, text=True, timeout=60).stdout
+        assert f"[serve {spare}] exit 1: engine exited with code 1 while loading" in shown, shown[-3000:]
+        assert _start_stamp(sb, routed_unit) == routed_since
+        assert sb.show(spare_unit, "ActiveState") in ("inactive", "failed")
+        assert sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{GATEWAY}/health"], check=False).stdout == "200"
+    finally:
+        sb.systemctl("reset-failed", spare_unit, check=False)
+        back = fleet.playbook("site.yml", "--tags", "ernie_ops", "--limit", "ans-a", **before)
+    assert back.rc == 0, back.output[-6000:]
+    assert _start_stamp(sb, routed_unit) == routed_since and sb.show(spare_unit, "ActiveState") == "inactive"
 
 
 def test_operator_errors_on_a_serving_host_are_sentences_and_disturb_nothing(fleet, first_run):

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+
+import yaml
 
 from ernie_ops.chat import users
 from tests.harness import provision, sandbox, tiny_model
@@ -63,6 +67,45 @@ def save_state(path: Path, state: dict) -> None:
         f.write(json.dumps(state))
 
 
+def failed_tasks(output: str) -> list[str]:
+    """The message of each failed task in a playbook's output (ansible.cfg: the yaml result format), in order:
+    its `msg` and, for a command, the last line it wrote to stderr."""
+    found: list[str] = []
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if not re.match(r"(fatal|failed): \[[^]]+\].*FAILED! =>", line):
+            continue
+        block = []
+        for nxt in lines[i + 1 :]:
+            if nxt.strip() and not nxt.startswith(" "):
+                break
+            block.append(nxt)
+        try:
+            result = yaml.safe_load(textwrap.dedent("\n".join(block)))
+        except yaml.YAMLError:
+            result = None
+        if not isinstance(result, dict):
+            continue
+        text = str(result.get("msg") or "").strip()
+        stderr = str(result.get("stderr") or "").strip()
+        if stderr and stderr.splitlines()[-1] not in text:
+            text = f"{text}: {stderr.splitlines()[-1]}" if text else stderr.splitlines()[-1]
+        if text and text not in found:
+            found.append(text)
+    return found
+
+
+def failure_summary(output: str, enter: str) -> list[str]:
+    """What `make demo` prints after a failed site.yml: why (the failed tasks' own words, e.g. the launcher's reason
+    for an instance that did not start) and the journal command as the user can paste it: inside the sandbox."""
+    out = []
+    for text in failed_tasks(output):
+        for line in text.splitlines():
+            line = re.sub(r"(journalctl -u \S+ -n \d+)", lambda m: f"{enter} {m.group(1)}", line)
+            out.append(f"  {line}")
+    return ["why:", *out] if out else []
+
+
 def _link(sb: sandbox.Sandbox) -> None:
     subprocess.run(["ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "eth0", "netns", str(sb.pid)], check=True)
     subprocess.run(["ip", "addr", "add", f"{HOST_IP}/30", "dev", HOST_IF], check=True)
@@ -89,11 +132,13 @@ def up() -> int:
     print(f"sandboxed host up (systemd PID {sb.pid}); running ansible-playbook site.yml into it (~4 min) ...", flush=True)
     run = fleet.playbook("site.yml", **chat_user_vars(CHAT_USER, password), **monitoring_vars())
     print("\n".join(run.output.splitlines()[-6:]))
+    enter = f"nsenter -t {sb.pid} -m -p -u -i -n --"
     if run.rc != 0:
         print(run.output[-6000:])
         print(f"site.yml failed (rc {run.rc}); log in {fleet.workdir}. `make demo-down` removes the host.")
+        if summary := failure_summary(run.output, enter):
+            print("\n".join(summary))
         return 1
-    enter = f"nsenter -t {sb.pid} -m -p -u -i -n --"
     print(f"""
 site.yml took {run.seconds:.0f} s. The host serves:
   gateway   http://{GUEST_IP}/v1/   (OpenAI API, model "ernie-tiny")

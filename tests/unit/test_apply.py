@@ -114,9 +114,10 @@ def test_unit_inputs_come_from_systemds_view_of_the_unit(tmp_path):
 class FakeHost(apply.Host):
     """systemd and the cutover recorded; file times from a dict. `started` is seconds before now."""
 
-    def __init__(self, units: dict[str, dict], times: dict[str, float], cutover_ok: bool = True, fail_verb: str | None = None):
+    def __init__(self, units: dict[str, dict], times: dict[str, float], cutover_ok: bool = True, fail_verb: str | None = None,
+                 fail_with: Exception | None = None):  # fmt: skip
         self.units, self.times, self.calls = units, times, []
-        self.cutover_ok, self.fail_verb = cutover_ok, fail_verb
+        self.cutover_ok, self.fail_verb, self.fail_with = cutover_ok, fail_verb, fail_with
         super().__init__(
             props=self._props, path_time=lambda p: self.times.get(p), now=lambda: (10_000.0, 500.0),
             systemctl=self._systemctl, cutover=self._cutover,
@@ -135,7 +136,7 @@ class FakeHost(apply.Host):
 
         self.calls.append(f"{verb} {unit}")
         if verb == self.fail_verb:
-            raise SystemdError(f"systemctl {verb} {unit} failed: Job failed")
+            raise self.fail_with or SystemdError(f"systemctl {verb} {unit} failed: Job failed")
 
     def _cutover(self, cfg, target, timeout) -> dict:
         self.calls.append(f"cutover {target}")
@@ -213,6 +214,46 @@ def test_apply_reports_failures_without_raising(tmp_path):
     assert res.actions[1].done  # the chat app is still handled
     res = apply.apply(cfg, CONF, services=("chat",), host=FakeHost({}, {}, fail_verb="start"))
     assert not res.ok and "Job failed" in res.actions[0].error
+
+
+LAUNCHER_REASON = "engine exited with code 1 while loading; its last error: ValidationError: max_model_len (8192) is too long"
+
+
+def test_a_start_that_fails_ends_apply_with_the_launchers_reason_and_the_journal_command(tmp_path):
+    """What the ernie_ops role shows (apply --json's `message`) when the routed instance does not start on a fresh host."""
+    from ernie_ops import systemd
+
+    cfg = _cfg(tmp_path, None)
+    host = FakeHost({}, {}, fail_verb="start", fail_with=systemd.StartFailed(ENGINE, LAUNCHER_REASON))
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert not res.ok and host.calls == [f"enable {ENGINE}", f"start {ENGINE}"]
+    expected = f"{ENGINE} did not start: {LAUNCHER_REASON}\nIts journal: journalctl -u ernie-vllm@8000 -n 100"
+    assert res.message == expected
+    assert json.loads(json.dumps(res.as_dict()))["message"] == expected
+    assert apply.apply(cfg, CONF, services=("engine",), check=True, host=FakeHost({}, {})).as_dict()["message"] is None
+
+
+def test_a_cutover_whose_new_instance_does_not_start_says_why_and_where_traffic_is(tmp_path):
+    """apply -> the real cutover runbook -> its start step (hostops: systemd.start, here a fake host raising what
+    systemd.run_verb raises): the message names the launcher's reason, the journal command and the serving instance."""
+    from ernie_ops import cutover, systemd
+    from tests.unit import test_cutover_runbook as runbook
+
+    class NoStart(runbook.FakeHost):
+        def start(self, port: int, timeout: float) -> None:
+            self._call("start", port)
+            raise systemd.StartFailed(systemd.unit_name(port), LAUNCHER_REASON)
+
+    cfg = _cfg(tmp_path, "server 127.0.0.1:8000;\n")
+    fake = NoStart()
+    host = FakeHost({ENGINE: {"active": "active", "started": 100}}, {CONF: 9_990.0})
+    host.cutover = lambda c, target, timeout: cutover.Cutover(c, target, host=fake).run().as_dict()
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.message == (
+        f"cutover to 8001 aborted (the old instance 8000 keeps serving): {SPARE} did not start: {LAUNCHER_REASON}\n"
+        "Its journal: journalctl -u ernie-vllm@8001 -n 100"
+    )
+    assert fake.units == {8000: "active", 8001: "inactive"}  # the runbook stopped what did not start
 
 
 def test_apply_without_start_leaves_a_stopped_unit_alone(tmp_path):

@@ -73,3 +73,33 @@ def test_the_demo_monitoring_variables_are_the_roles_own():
         declared |= set(yaml.safe_load((roles / role / "defaults" / "main.yml").read_text()))
     assert set(demo.monitoring_vars()) <= declared
     assert demo.HOST_IP in demo.monitoring_vars()["ernie_nginx_metrics_allow"]  # the operator's machine reads /metrics/PORT
+
+
+def test_a_failed_site_yml_ends_with_the_reason_and_the_journal_command_inside_the_sandbox(tmp_path):
+    """The role's failure message (ernie-ops apply's, for an instance that did not start) as Ansible prints it with
+    the repository's ansible.cfg (yaml results), read back by `make demo`; the journal command made pasteable."""
+    import os
+    import subprocess
+    import sys
+
+    message = (
+        "ernie-vllm@8000.service did not start: engine exited with code 1 while loading; its last error: ValidationError: "
+        "1 validation error for ModelConfig: Value error, User-specified max_model_len (8192) is greater than 'the derived'\n"
+        "Its journal: journalctl -u ernie-vllm@8000 -n 100"
+    )
+    play = [{"hosts": "demo", "connection": "local", "gather_facts": False, "tasks": [{"ansible.builtin.fail": {"msg": message}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    ansible_cfg = Path(__file__).resolve().parents[2] / "ansible" / "ansible.cfg"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ansible_cfg), ANSIBLE_NOCOLOR="1", ANSIBLE_HOME=str(tmp_path / "home"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "demo,", str(tmp_path / "play.yml"),
+            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    enter = "nsenter -t 4242 -m -p -u -i -n --"
+    assert demo.failure_summary(proc.stdout + proc.stderr, enter) == [
+        "why:",
+        f"  {message.splitlines()[0]}",
+        f"  Its journal: {enter} journalctl -u ernie-vllm@8000 -n 100",
+    ]
+    assert demo.failure_summary("PLAY RECAP\ndemo : ok=3 changed=0 failed=0\n", enter) == []

@@ -68,12 +68,9 @@ def journal(port: int, engine: list[str], previous: list[str] = ()) -> list[str]
     ]
 
 
-def test_start_failure_names_the_launcher_and_the_engine():
+def test_start_failure_names_the_launchers_reason_and_the_engines_error():
     text = systemd.start_failure(journal(8000, TRUNCATED), 8000)
-    assert text == (
-        "the launcher said: ERROR [serve 8000] engine exited with code 1 while loading without being asked to stop | "
-        f"INFO [serve 8000] exit 1: engine exited with code 1 while loading; the engine's last error: {SAFETENSORS}"
-    )
+    assert text == f"engine exited with code 1 while loading; the engine's last error: {SAFETENSORS}"
 
 
 def test_start_failure_reads_the_last_attempt_only():
@@ -84,7 +81,14 @@ def test_start_failure_reads_the_last_attempt_only():
         "INFO [serve 8000] exit 2: model at /srv/models/ernie/current is incomplete: model.safetensors is 391 KB of 707 KB",
     ]
     text = systemd.start_failure([*earlier, *now], 8000)
-    assert "SafetensorError" not in text and "is incomplete" in text
+    assert text == "model at /srv/models/ernie/current is incomplete: model.safetensors is 391 KB of 707 KB"
+
+
+def test_start_failure_reads_the_attempt_systemd_ran_not_the_restart_after_it():
+    """Restart=on-failure starts a new launcher 5 s after the failure: the failed one is ExecMainPID's."""
+    restarted = ["INFO [serve 8000] launcher started (pid 5151)", "INFO [serve 8000] checking /srv/models/ernie/current"]
+    text = systemd.start_failure([*journal(8000, TRUNCATED), *restarted], 8000, pid=4242)
+    assert text.startswith("engine exited with code 1 while loading") and SAFETENSORS in text
 
 
 def test_start_failure_does_not_repeat_what_the_launcher_quoted():
@@ -93,8 +97,19 @@ def test_start_failure_does_not_repeat_what_the_launcher_quoted():
     assert systemd.start_failure(lines, 8000).count("SafetensorError") == 1
 
 
+def test_start_failure_without_an_exit_line_says_the_last_status_or_line():
+    lines = journal(8000, [])[:-2]  # killed before its exit line
+    assert systemd.start_failure(lines, 8000, status_text="loading model /m (engine pid 7)") == (
+        "the launcher's last status: loading model /m (engine pid 7)"
+    )
+    assert systemd.start_failure(lines, 8000).startswith("the launcher's last line: engine exited with code 1 while loading")
+
+
 def test_start_failure_without_a_journal():
-    assert systemd.start_failure(None, 8000) == "the launcher said: (journal unavailable)"
+    assert systemd.start_failure(None, 8000) == "(journal unavailable)"
+    assert systemd.start_failure(None, 8000, status_text="engine exited with code 0 while loading") == (
+        "the launcher's last status: engine exited with code 0 while loading"
+    )
 
 
 def test_tee_passes_every_byte_through_and_keeps_the_error():
