@@ -5,6 +5,9 @@ dropped (seen: the message stayed in the box). The page is ready once the server
 `on_chat_start` for this socket, i.e. a `task_end` frame arrived after its `on_chat_start` step.
 Times: `send()` records, in the page, when Enter went down, when the reply's first text appeared and
 every length the reply's text had (a MutationObserver): what a person sees, not a polling interval.
+
+A profile switch may connect twice (see `choose_profile`): the page records, from before its own scripts
+run, when it opened each websocket and what each received of a session's start (`_SOCKETS`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,59 @@ _WATCH = """
 """
 
 
+# Before the page's scripts (socket.io takes window.WebSocket when it loads): each websocket's opening time
+# (performance.now()) and, of what it received, the on_chat_start step's frames and task_end.
+_SOCKETS = """
+(() => {
+  const Native = window.WebSocket;
+  const sockets = window.__eoSockets = [];
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      const rec = {at: performance.now(), events: []};
+      sockets.push(rec);
+      this.addEventListener('message', e => {
+        const d = typeof e.data === 'string' ? e.data : '';
+        if (d.startsWith('42["task_end"')) rec.events.push('task_end');
+        else if (d.includes('"name":"on_chat_start"')) rec.events.push('on_chat_start');
+      });
+    }
+  };
+})();
+"""
+
+# Before a profile switch: the chat input there now is the old one; note when a new one is mounted.
+_SWITCHING = """
+() => {
+  const old = document.querySelector('#chat-input');
+  if (old) old.__eoOld = true;
+  const w = window.__eoSwitch = {at: performance.now(), mounted: null};
+  const seen = () => {
+    const el = document.querySelector('#chat-input');
+    if (el && !el.__eoOld && w.mounted === null) { w.mounted = performance.now(); observer.disconnect(); }
+  };
+  const observer = new MutationObserver(seen);
+  observer.observe(document.body, {childList: true, subtree: true});
+}
+"""
+
+# The switch is done: the chat was mounted again (the new profile's settings loaded), a websocket opened after
+# that (the page's last one), and since the switch the session's on_chat_start ended (its step's last frame,
+# then task_end), on whichever socket it ran; the last socket itself got task_end (its connection_successful).
+_SWITCHED = """
+() => {
+  const w = window.__eoSwitch;
+  if (!w || w.mounted === null) return false;
+  const since = window.__eoSockets.filter(s => s.at >= w.at);
+  const last = since[since.length - 1];
+  if (!last || last.at <= w.mounted) return false;
+  const events = since.flatMap(s => s.events);
+  const ended = events.lastIndexOf('on_chat_start');
+  return ended >= 0 && events.indexOf('task_end', ended + 1) > ended && last.events.includes('task_end');
+}
+"""
+
+
 @dataclass
 class Reply:
     text: str
@@ -50,6 +106,7 @@ class ChatPage:
         self._frames: list[str] = []
         self.sockets = 0  # websockets this page opened (a reconnect after a server restart opens one more)
         page.on("websocket", self._on_socket)
+        page.add_init_script(_SOCKETS)  # from the next navigation (login) on
 
     def _on_socket(self, ws) -> None:
         self.sockets += 1
@@ -136,15 +193,28 @@ class ChatPage:
         button.wait_for(state="visible", timeout=5_000)
         button.dispatch_event("click")
 
-    def choose_profile(self, name: str) -> None:
-        """Switch scenario: a new chat session starts (after a confirmation when the chat has messages)."""
+    def choose_profile(self, name: str, timeout: float = 60) -> None:
+        """Switch scenario: a new chat session starts (after a confirmation when the chat has messages).
+
+        Chainlit's page connects (debounced, 200 ms) when the profile changes, unmounts the chat until it has
+        the new profile's settings (GET /project/settings), and connects again once they are there. Settings
+        slower than 200 ms (a busy machine) give two sockets: the first runs on_chat_start, the chat is back,
+        and 200 ms later the second replaces it (the server restores the session on it, and its
+        connection_successful clears any pending ask). A message sent in between lost what came back on the
+        first socket: Docs' AskFileMessage showed its upload button and the second socket took it away
+        (CI: `#ask-button-input` not within 30 s; reproduced with the settings held 1.5 s in the page).
+        So the switch is done when a socket opened after the chat came back and on_chat_start has ended
+        (`_SWITCHED`), not when the first socket's session has started.
+        """
+        self.page.evaluate(_SWITCHING)
         self.page.click("#chat-profiles")
-        self._frames.clear()
         self.page.click(f'[data-test="select-item:{name}"]')
-        self.page.wait_for_timeout(300)
+        # a chat with messages asks to confirm; one without switches at once (the old chat input goes)
+        self.page.wait_for_function("() => document.querySelector('#confirm') || !document.querySelector('#chat-input')?.__eoOld")
         if self.page.locator("#confirm").count():
             self.page.click("#confirm")
-        self.wait_ready()
+        self.page.wait_for_function(_SWITCHED, timeout=timeout * 1000)
+        self.page.wait_for_selector("#chat-input", timeout=10_000)
 
     def attach(self, paths: list[Path]) -> None:
         """Files into the composer through the paper clip's file input (Chainlit's spontaneous upload)."""
