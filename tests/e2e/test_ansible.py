@@ -551,7 +551,7 @@ def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb, hr):
 
 
 def test_an_instance_that_cannot_start_ends_the_role_with_the_launchers_reason_and_the_journal_command(fleet, first_run, kb, hr):
-    """Issue 22: a vLLM setting the real engine refuses while loading (max_model_len above the tiny model's 4096
+    """A vLLM setting the real engine refuses while loading (max_model_len above the tiny model's 4096
     positions) on a serving host. The role's `ernie-ops apply` cuts over to the spare, whose start really fails: the
     run ends with the launcher's reason and the one command that shows the journal (in `make demo`'s words: the
     command inside the sandbox, pasteable), not systemctl's pointer or apply's JSON; traffic stays where it was."""

@@ -1,5 +1,5 @@
 """Dates relative to the day a test runs, for HR records and their checks: a test never holds a calendar date
-that one day passes (issue 22). The product refuses a start date before today (ernie_ops.hr.model.checked)
+that one day passes. The product refuses a start date before today (ernie_ops.hr.model.checked)
 and nothing in ernie_ops/hr or ernie_ops/onboarding looks at the weekday, so a number of days is all a test
 needs: `day(5)` is a start date still to come, `day(-2)` one already gone, `day(0)` today.
 
