@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops import accesslog, cutover, rollout, rollout_file, state, status
+from ernie_ops import accesslog, cutover, rollout, rollout_file, state, status, systemd
 from tests.harness import canary_site
 from tests.harness.canary_site import ROOT, Clients, Site, Throttle
 
@@ -219,7 +219,9 @@ def test_a_cutover_killed_mid_bake_is_ended_by_abort(site):
 # -- helpers ---------------------------------------------------------------------------------------
 def _units(site: Site):
     host = site.host()
-    return lambda port: type("U", (), {"active": host.unit_state(port)})()
+    return lambda port: systemd.UnitState(
+        active=host.unit_state(port), sub="", result="", main_pid=0, status_text="", n_restarts=0
+    )  # the type status.collect is given (systemd.state's), filled with the process host's view
 
 
 def _spawn(site: Site, port: int, *args: str) -> subprocess.Popen:
