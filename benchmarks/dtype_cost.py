@@ -52,7 +52,7 @@ def main() -> None:
             data["instances"] = [{"port": port, "cpu_cores": str(core)}]  # each its own core
             cfg.write_text(yaml.safe_dump(data, sort_keys=False))
             started[dtype] = (port, serve_proc.start(cfg, port, work / dtype))
-        for dtype, (_, sp) in started.items():
+        for _, sp in started.values():
             sp.wait_ready()
         amx_cpu = "amx_tile" in Path("/proc/cpuinfo").read_text()
         said = {m for _, sp in started.values() for m in re.findall(r"ernie-ops engine-site: pid \d+: (AMX: [^\n]*)", sp.log)}
