@@ -70,7 +70,7 @@ _FORMATS = (
 
 
 def parse_start_date(value: object, who: str) -> date:
-    """A start date as HR systems write it: 2026-12-07, an ISO date-time, 2026/12/07 or 2026年12月7日."""
+    """A start date as HR systems write it: YYYY-MM-DD, an ISO date-time, YYYY/MM/DD or YYYY年M月D日."""
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
@@ -90,7 +90,7 @@ def parse_start_date(value: object, who: str) -> date:
                 return date(int(match["y"]), int(match["m"]), int(match["d"]))
             except ValueError:
                 break
-    raise HRError("bad_date", f"{who}: start date {text!r} is not a date (expected e.g. 2026-12-07)")
+    raise HRError("bad_date", f"{who}: start date {text!r} is not a date (expected YYYY-MM-DD, YYYY/MM/DD or YYYY年M月D日)")
 
 
 def checked(

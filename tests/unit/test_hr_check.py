@@ -68,9 +68,9 @@ def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsy
     [
         ("wang.fang,E1002,王芳,,销售,,{start}", "line 3 (user_name 'wang.fang'): the record has no department"),
         ("wang.fang,E1002,王芳,销售部,销售,,next monday",
-         "line 3 (user_name 'wang.fang'): start date 'next monday' is not a date (expected e.g. 2026-12-07)"),
+         "line 3 (user_name 'wang.fang'): start date 'next monday' is not a date (expected YYYY-MM-DD, YYYY/MM/DD or YYYY年M月D日)"),
         ("wang.fang,E1002,王芳,销售部,销售,,2026-02-30",
-         "line 3 (user_name 'wang.fang'): start date '2026-02-30' is not a date (expected e.g. 2026-12-07)"),
+         "line 3 (user_name 'wang.fang'): start date '2026-02-30' is not a date (expected YYYY-MM-DD, YYYY/MM/DD or YYYY年M月D日)"),
         (",,王芳,销售部,销售,,{start}", "line 3: no user_name and no employee_number, so nobody can be looked up by this record"),
         ("zhang.wei,E1002,张伟,销售部,销售,,{start}",
          "line 3 (user_name 'zhang.wei'): user_name 'zhang.wei' is also on line 2, so a lookup would only find the first"),
@@ -81,8 +81,7 @@ def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsy
     ],
 )  # fmt: skip
 def test_each_bad_record_is_one_sentence_with_its_line_and_exit_2(tmp_path, capsys, row, sentence):
-    """`{start}` in a row: a good start date, a few days from today (the '2026-12-07' in the sentences is the
-    product's own example of the format)."""
+    """`{start}` in a row: a good start date, a few days from today."""
     path = _csv(tmp_path, ZHANG, row.format(start=START), LI)
     code, out, err = run(capsys, path)
     assert code == 2 and out == "", out
