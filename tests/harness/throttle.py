@@ -1,5 +1,5 @@
 """A real slowdown of one vLLM instance: its engine core processes (the API server's descendants) are
-stopped `share` of every 100 ms with SIGSTOP/SIGCONT, as a CPU quota would hold them. The API server
+stopped `share` of every period (100 ms unless told) with SIGSTOP/SIGCONT, as a CPU quota would hold them. The API server
 itself runs freely, so /health and /metrics answer at once and only generation is slow.
 
 The e2e sandbox's cgroup2 has no controllers (systemd's CPUQuota= is not enforced there), so this stands
@@ -30,7 +30,9 @@ def engine_cores(api_server_pid: int) -> list[int]:
     return [c.pid for c in psutil.Process(api_server_pid).children(recursive=True)]
 
 
-def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[[], bool] = lambda: True) -> None:
+def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[[], bool] = lambda: True, period: float = 0.1) -> None:
+    """Stop `pids` for `share` of every `period` seconds; a request waits at most share * period for its first token."""
+
     def send(sig: int) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -44,9 +46,9 @@ def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[
                 break  # it was routed and is no more: its streams finish at full speed while it drains
             took_traffic = took_traffic or now
             send(signal.SIGSTOP)
-            time.sleep(0.1 * share)
+            time.sleep(period * share)
             send(signal.SIGCONT)
-            time.sleep(0.1 * (1 - share))
+            time.sleep(period * (1 - share))
     finally:
         send(signal.SIGCONT)
 

@@ -41,7 +41,7 @@ GATE = {
         "itl_quantile": 0.9,
         "itl_seconds": 10.0,
         "max_ratio": 3.0,  # two engines, the load and nginx share 2 cores: a healthy canary varies 2x here
-        "ratio_floor_seconds": 0.1,  # healthy canaries measured 0.02-0.06 s here, the 90%-throttled one 0.2-0.5 s
+        "ratio_floor_seconds": 0.1,  # healthy canaries measured 0.02-0.06 s here; the throttled one waits up to 0.45 s (Throttle)
     },
 }
 
