@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     mr.add_argument("--remote-url", type=_remote_url, help="this gateway's URL from a central Prometheus: adds remote/*@HOST.json")
     mr.set_defaults(func=cmd_monitoring_render)
 
+    gw = sub.add_parser("gateway", help="what nginx in front of the chat app takes, from ernie.yaml (roles ernie_nginx, ernie_edge)")
+    gwsub = gw.add_subparsers(dest="gateway_command", required=True, parser_class=_Parser)
+    gl = gwsub.add_parser("limits", help="as JSON: the body limit (MB) of the chat's upload location, from chat.docs.max_file_mb")
+    gl.set_defaults(func=cmd_gateway_limits)
+
     st = sub.add_parser("status", help="instances, health, load, and where nginx routes")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_status)
@@ -397,6 +402,14 @@ def cmd_monitoring_render(args: argparse.Namespace) -> int:
         probe_key_file=args.probe_key_file or None,
     )  # fmt: skip
     print(json.dumps(files, indent=2))
+    return EXIT_OK
+
+
+def cmd_gateway_limits(args: argparse.Namespace) -> int:
+    from ernie_ops.chat import upload_limits
+
+    chat = config.load(args.config).chat
+    print(json.dumps({"chat_upload_mb": upload_limits.nginx_mb(chat), "chat_app_upload_mb": chat.docs.max_file_mb}))
     return EXIT_OK
 
 

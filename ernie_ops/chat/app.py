@@ -16,7 +16,7 @@ import chainlit as cl
 from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
 
 from ernie_ops import config
-from ernie_ops.chat import history, users
+from ernie_ops.chat import history, upload_limits, users
 from ernie_ops.chat.client import GatewayClient
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.copy_ui import USE_THE_FORM, CopyTool
@@ -216,7 +216,7 @@ async def on_message(message: cl.Message) -> None:
         if not files and not await conv.docs.has_documents():
             asked = await cl.AskFileMessage(
                 content=NO_DOCUMENTS, accept=["*/*"], max_files=min(DOCS.max_files_per_message, 10),
-                max_size_mb=min(100, max(1, int(DOCS.max_file_mb))), timeout=600, raise_on_timeout=False,
+                max_size_mb=upload_limits.ask_mb(CHAT), timeout=600, raise_on_timeout=False,
             ).send()  # fmt: skip
             if not asked:
                 return

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ernie_ops.chat import users
+from ernie_ops.chat import upload_limits, users
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.ports import port_free
@@ -91,13 +91,14 @@ favorites = false
 
 # On here because Chainlit checks uploads against this global switch (documents for Docs, product
 # lists for Marketing); profiles that read no files turn the paper clip off (app.py's
-# config_overrides). Limits a little above chat.docs's own, so a file over them gets the app's
-# sentence naming the limit rather than Chainlit's generic refusal.
+# config_overrides). Limits a little above chat.docs's own (upload_limits.py: nginx in front takes
+# a little more again), so a file over them gets the app's sentence naming the limit rather than
+# Chainlit's generic refusal.
 [features.spontaneous_file_upload]
     enabled = {"true" if any(s.retrieval or s.tool == "copy" for s in chat.effective_scenarios()) else "false"}
     accept = ["*/*"]
     max_files = {max(100, chat.docs.max_files_per_message * 10)}
-    max_size_mb = {min(1024, max(100, int(chat.docs.max_file_mb * 4)))}
+    max_size_mb = {upload_limits.chainlit_mb(chat)}
 
 [features.audio]
     enabled = false

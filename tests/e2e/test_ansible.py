@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import browser, demo, prom, provision, sandbox, tiers
+from tests.harness import browser, demo, doc_fixtures, prom, provision, sandbox, tiers
 from tests.harness.chat_page import ChatPage
 from tests.harness.dates import days_from_today
 from tests.harness.paths import ARTIFACTS
@@ -338,7 +338,8 @@ WATCHED = {
 
 
 VLLM_CHANGED = {**provision.host_vars()["ernie_ops_vllm"], "max_model_len": 1536}
-CHAT_CHANGED = {"app_name": "ERNIE Support"}
+# docs.max_file_mb 30: the chat upload limit the gateways render moves (101 -> 121 MB)
+CHAT_CHANGED = {"app_name": "ERNIE Support", "docs": {"max_file_mb": 30}}
 ROUTED, SPARE = 8001, 8000  # after the upgrade below
 ROUTED_UNIT = f"ernie-vllm@{ROUTED}.service"
 
@@ -480,13 +481,21 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         chat.page.wait_for_selector("#chat-input:not([disabled])", timeout=60_000)
         second = chat.reply(chat.send("Hello again"), timeout=90)
         chat.shot("reply-after-restart")
+        uploads = _docs_uploads_through_the_edge(chat, shots)
     print(f"  browser: reply before the restart {len(first.text)} chars, after {len(second.text)}; sockets {sockets} -> {chat.sockets}")
+    # the chat upload limit followed chat.docs.max_file_mb (30 MB: Chainlit 120, nginx 121) at both gateways and the edge
+    edge_limit = fleet.hosts["ans-edge"].run("cat /etc/ernie-ops/edge/ernie-edge/chat-upload.conf").stdout
+    assert edge_limit.endswith("client_max_body_size 121m;\n"), edge_limit
+    print(f"  browser, Docs through the edge: {uploads}")
+    assert "五兆手册.pdf (1 页 pages" in uploads["indexed"], uploads
+    assert "超限手册.txt: is 31 MB, over the 30 MB limit" in uploads["refused"], uploads
     assert first.text and second.text
     for name, sb in fleet.inference.items():
         assert sb.show("ernie-chainlit.service", "ActiveState") == "active"
         assert sb.show("ernie-chainlit.service", "MainPID") != before[name][0], (name, "the chat app was not restarted")
         assert _start_stamp(sb, ROUTED_UNIT) == before[name][1], (name, "the engine moved for a chat setting")
         assert sb.run(f"{CLI} config check --json", check=False).stdout.count("ERNIE Support") == 1
+        assert sb.run("cat /etc/nginx/ernie-ops/chat-upload.conf").stdout.endswith("client_max_body_size 121m;\n"), name
         # the same run synced the collection and indexed it, as the app's user
         assert sorted(docs_on(sb)) == sorted(KB), name
         hits = json.loads(sb.run(f"{CLI} docs search 年假有多少天 -c handbook --json").stdout)
@@ -499,6 +508,30 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         assert sb.run("stat -c '%a %U %G' /etc/ernie-ops/hr-export.csv").stdout.split() == ["640", "root", "ernie"], name
         environ = sb.run(f"cat /proc/{sb.show('ernie-chainlit.service', 'MainPID')}/environ").stdout.split("\0")
         assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in environ, (name, "the restarted app lacks the token")
+
+
+def _docs_uploads_through_the_edge(chat: ChatPage, shots: Path) -> dict[str, str]:
+    """In the Docs profile: a 5 MB PDF (over the 2 MB every other path keeps) is attached and indexed, then a 31 MB
+    file (over chat.docs.max_file_mb, under what nginx and Chainlit take) gets the app's sentence naming the limit.
+    Both cross the edge and a gateway as Chainlit's POST /project/file."""
+    chat.choose_profile("文档问答 Docs")
+    big, over = shots / "五兆手册.pdf", shots / "超限手册.txt"
+    big.write_bytes(doc_fixtures.padded_pdf(5, "The upload limit of the chat follows chat.docs.max_file_mb."))
+    line, size = "年假每年五天。\n".encode(), 31 * 1024 * 1024
+    over.write_bytes(line * (size // len(line)) + b"\n" * (size % len(line)))  # 31 MB exactly
+    chat.attach([big])
+    n0 = chat.send("What does the upload limit of the chat follow?")
+    chat.reply(n0, timeout=120)
+    indexed = next((t for t in chat.assistant_texts()[n0:] if "已索引 / Indexed" in t), "")
+    chat.shot("docs-5mb-pdf-indexed")
+    n1 = len(chat.assistant_texts())
+    chat.attach([over])
+    chat.send("看看这个文件")
+    msgs = "[...document.querySelectorAll('[data-step-type=\"assistant_message\"]')]"
+    chat.page.wait_for_function(f"(n) => {msgs}.slice(n).some(e => e.innerText.includes('超限手册.txt'))", arg=n1, timeout=120_000)
+    chat.shot("docs-over-the-limit-refused")
+    refused = next(t for t in chat.assistant_texts()[n1:] if "超限手册.txt" in t)
+    return {"indexed": indexed, "refused": refused}
 
 
 def test_second_run_changes_nothing_and_keeps_the_routed_instance(fleet, first_run, kb, hr):

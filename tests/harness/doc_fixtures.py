@@ -220,6 +220,29 @@ def truncated_pdf() -> bytes:
     return data[: len(data) // 2]
 
 
+def padded_pdf(megabytes: float, line: str) -> bytes:
+    """A one-page text PDF of at least `megabytes` MB: `line` as its text, then a noise image (incompressible,
+    seeded: the same bytes every run) that makes the size and that a text extractor skips at once."""
+    import random
+
+    from PIL import Image
+    from reportlab.lib.utils import ImageReader
+
+    target = int(megabytes * 1024 * 1024)
+    side = int((target / 1.2) ** 0.5) + 1  # reportlab writes image data ASCII85-encoded (5 bytes per 4)
+    noise = Image.frombytes("L", (side, side), random.Random(megabytes).randbytes(side * side))
+    buf = io.BytesIO()
+    c = _canvas(buf)
+    c.setFont(_font("ttf"), 12)
+    c.drawString(50, 800, line)
+    c.drawImage(ImageReader(noise), 50, 300, width=400, height=400)
+    c.showPage()
+    c.save()
+    data = buf.getvalue()
+    assert len(data) >= target, (len(data), target)
+    return data
+
+
 def markdown_zh() -> bytes:
     return MARKDOWN_ZH.encode()
 

@@ -265,8 +265,26 @@ def test_api_keys_and_the_body_limit_hold_through_the_edge(stack):
             assert c.get(f"{edge.url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
             big = {"model": SERVED_NAME, "prompt": "x" * (3 * 1024 * 1024), "max_tokens": 1}
             r = c.post(f"{edge.url}/v1/completions", json=big, headers={"Authorization": "Bearer s3cret"})
-            assert r.status_code == 413  # the gateway's client_max_body_size, the one limit
+            assert r.status_code == 413  # the gateway's client_max_body_size for the API
     finally:
         keys.write_text(original)
         gw.reload()
         time.sleep(0.3)
+
+
+def test_a_chat_upload_over_2mb_passes_the_edge_and_the_gateway_to_the_chat_app(stack):
+    """Chainlit's upload path (POST /project/file) has the chat's own limit at both nginx layers (101 MB for the
+    default chat.docs.max_file_mb, the shipped includes): a 5 MB multipart body reaches the gateway's chat upstream
+    (none listens in this stack: the gateway's 502, logged with that upstream, is the proof it was passed on);
+    the same body to another chat path is refused by the 2 MB limit that stays everywhere else."""
+    served, edge = stack
+    body = {"file": ("five.pdf", b"%PDF-1.4\n" + b"0" * (5 * 1024 * 1024), "application/pdf")}
+    start = len(gateway_log(served.ng))
+    with client(edge) as c:
+        upload = c.post(f"{edge.url}/project/file", params={"session_id": "s1"}, files=body)
+        other = c.post(f"{edge.url}/auth/login", files=body)
+    assert upload.status_code == 502, (upload.status_code, upload.text[:200])
+    assert other.status_code == 413
+    entries, _ = until("the gateway logged the upload", lambda: logged_since(served.ng, start, 1), timeout=10, every=0.2)
+    passed = [e for e in entries if e["uri"].startswith("/project/file")]
+    assert passed and passed[0]["upstream"] == "127.0.0.1:1" and passed[0]["status"] == 502, entries
