@@ -24,6 +24,7 @@ from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, card, connector_for, finder, welcome_writer
+from ernie_ops.onboarding.window import OnboardingOver, zh_date
 
 log = logging.getLogger("ernie_ops.chat")
 UNAVAILABLE = "入职助手暂时无法使用，请稍后再试或联系管理员。 / The onboarding helper is not available now; try later or ask the admin."
@@ -57,6 +58,10 @@ class OnboardingTool:
             return
         try:
             opened = await self.service.open(login)
+        except OnboardingOver as exc:
+            log.info("onboarding %s: %s", login, exc)
+            await cl.Message(content=exc.message).send()
+            return
         except HRError as exc:
             log.warning("onboarding %s: %s", login, exc.detail)
             await cl.ErrorMessage(content=exc.message).send()
@@ -75,8 +80,9 @@ class OnboardingTool:
             ", fallback welcome" if opened.fallback_welcome_used else "",
         )  # fmt: skip
         content = (
-            f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{facts.start_date.isoformat()}。"
-            "\n\n下面是你的入职事项，看完请逐条点「确认」。 / Your onboarding items: confirm each once you have read it."
+            f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{zh_date(facts.start_date)}。"
+            f"\n\n下面是你的入职事项（已确认 {done}/{len(items)}），看完请逐条点「确认」。"
+            " / Your onboarding items: confirm each once you have read it."
         )
         await send_in_order(content, list(elements.values()))
 
@@ -89,6 +95,16 @@ class OnboardingTool:
             return
         try:
             item = await self.service.confirm(login, item_id)
+        except OnboardingOver as exc:  # the window closed while the page was open
+            log.info("onboarding %s: confirming %s: %s", login, item_id, exc)
+            element.props = {**element.props, "error": exc.message}
+            await element.update()
+            return
+        except HRError as exc:
+            log.warning("onboarding %s: confirming %s: %s", login, item_id, exc.detail)
+            element.props = {**element.props, "error": exc.message}
+            await element.update()
+            return
         except ErnieOpsError as exc:
             log.error("onboarding %s: confirming %s failed: %s", login, item_id, exc)
             element.props = {**element.props, "error": UNAVAILABLE}

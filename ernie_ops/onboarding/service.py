@@ -40,6 +40,7 @@ from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
 from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, build_plan, fallback_welcome, foreign_links, to_push
 from ernie_ops.onboarding.pushlog import Item, PushLog
+from ernie_ops.onboarding.window import OnboardingOver, window
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +92,11 @@ class UnconfiguredConnector:
         raise HRError("unauthorized", self.problem)
 
 
-def connector_for(hr: HRConfig, env: Mapping[str, str], *, today: date | None = None) -> Connector:
+def connector_for(hr: HRConfig, env: Mapping[str, str]) -> Connector:
     """The connector the config names: the HR export file, or SCIM with the token from `env` (the EnvironmentFile).
-    A missing token does not raise here (the chat stays up for the other scenarios); see UnconfiguredConnector.
-    `today` is for tests (None: the real date at each lookup)."""
+    A missing token does not raise here (the chat stays up for the other scenarios); see UnconfiguredConnector."""
     if hr.source == "file":
-        return ExportFileConnector(Path(hr.file), today=today)
+        return ExportFileConnector(Path(hr.file))
     problem = config_problem(hr, env)
     if problem is not None:
         log.warning("onboarding: %s", problem)
@@ -108,7 +108,6 @@ def connector_for(hr: HRConfig, env: Mapping[str, str], *, today: date | None = 
         start_date_attribute=hr.start_date_attribute,
         connect_timeout=hr.connect_timeout_seconds,
         read_timeout=hr.read_timeout_seconds,
-        today=today,
     )
 
 
@@ -190,18 +189,38 @@ def facts_from(employee: Employee) -> Facts:
 class Onboarding:
     """One per app process, shared by every session (see the module docstring)."""
 
-    def __init__(self, cfg: OnboardingConfig, find: Callable[[str], Employee], push_log: PushLog, write_welcome: WriteWelcome):
+    def __init__(
+        self,
+        cfg: OnboardingConfig,
+        find: Callable[[str], Employee],
+        push_log: PushLog,
+        write_welcome: WriteWelcome,
+        *,
+        today: Callable[[], date] = date.today,
+    ):
         self.cfg = cfg
         self._find = find
         self.push_log = push_log
         self._write_welcome = write_welcome
-        self._keys: dict[str, str] = {}  # login -> employee key, from this process's HR lookups
+        self._today = today  # tests give the day their relative dates were computed on
+        self._facts: dict[str, Facts] = {}  # login -> the facts of this process's last HR lookup for it
 
     async def _lookup(self, login: str) -> Facts:
         facts = facts_from(await asyncio.to_thread(self._find, login))
         if facts.employee:
-            self._keys[login] = facts.employee
+            self._facts[login] = facts
         return facts
+
+    def _served(self, facts: Facts) -> Facts:
+        """The facts, or OnboardingOver when today is past the employee's window (before the start is served)."""
+        win = window(facts.start_date, self._today(), self.cfg.active_days)
+        if not win.serves:
+            raise OnboardingOver(facts.employee, facts.name, win, facts.manager)
+        return facts
+
+    async def _known(self, login: str) -> Facts:
+        """The facts `open` found for this login (an HR outage since does not block the 确认 button), else a lookup."""
+        return self._served(self._facts.get(login) or await self._lookup(login))
 
     async def _welcome(self, plan: Plan) -> tuple[str, bool]:
         """The welcome's text and whether it is the fallback."""
@@ -217,8 +236,9 @@ class Onboarding:
         return fallback_welcome(plan.facts), True
 
     async def open(self, login: str) -> Opened:
-        """Look the login up, push what the log does not hold yet (all or nothing), and return everything stored."""
-        facts = await self._lookup(login)
+        """Look the login up, push what the log does not hold yet (all or nothing), and return everything stored.
+        OnboardingOver (nothing pushed, the model not asked) when the employee's window has passed."""
+        facts = self._served(await self._lookup(login))
         plan = build_plan(facts, self.cfg.templates)
         stored = await asyncio.to_thread(self.push_log.items, facts.employee)
         pending = to_push(plan, [i.item_id for i in stored])
@@ -236,9 +256,9 @@ class Onboarding:
     async def confirm(self, login: str, item_id: str) -> Item:
         """Mark the login's own item 已确认 (idempotent); another employee's item is refused like an unknown one.
         The key is the one `open` found for this login (an HR outage since does not block the 确认 button);
-        a login not opened in this process is looked up the same way."""
-        employee = self._keys.get(login) or (await self._lookup(login)).employee
-        return await asyncio.to_thread(self.push_log.confirm, employee, item_id)
+        a login not opened in this process is looked up the same way. Inside the window only (OnboardingOver)."""
+        facts = await self._known(login)
+        return await asyncio.to_thread(self.push_log.confirm, facts.employee, item_id)
 
 
 # ---- the card ----------------------------------------------------------------------------------------
