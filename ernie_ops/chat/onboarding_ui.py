@@ -22,9 +22,10 @@ from ernie_ops.chat.copy_ui import send_in_order
 from ernie_ops.config import OnboardingConfig
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
+from ernie_ops.onboarding.plan import zh_date
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, card, connector_for, finder, welcome_writer
-from ernie_ops.onboarding.window import OnboardingOver, zh_date
+from ernie_ops.onboarding.window import OnboardingOver
 
 log = logging.getLogger("ernie_ops.chat")
 UNAVAILABLE = "入职助手暂时无法使用，请稍后再试或联系管理员。 / The onboarding helper is not available now; try later or ask the admin."

@@ -12,8 +12,12 @@
   missing items in one transaction. Every error (HRError with its `.message` for the chat, PlanError,
   PushLogError) is raised before anything is pushed.
 - The welcome the model writes is refused (and `fallback_welcome` pushed instead, `fallback_welcome_used`
-  set, a warning logged) when it holds a link that is not one of the plan's guides, is empty, or is absurdly
-  long; a gateway failure (ChatError) falls back the same way: the plan is pushed anyway.
+  set, a warning logged with the reason) when it holds a link that is not one of the plan's guides, is
+  empty, is absurdly long, or says what the record does not (welcome_check: a department, role, manager
+  or date that is not the record's, an invented number or amount); a gateway failure (ChatError) falls
+  back the same way: the plan is pushed anyway.
+- The helper serves an employee from before the start date through `active_days` after it (window.py);
+  after that `open` and `confirm` raise OnboardingOver, whose `.message` is the polite sentence to show.
 - The employee key in the push log is the HR record's user_name (stable), derived from the login on the
   server, never from anything the browser sends; `confirm` derives it exactly as `open` does (the key an
   `open` of this login found, kept in memory, else the same HR lookup).
@@ -38,8 +42,9 @@ from ernie_ops.config import HRConfig, OnboardingConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
-from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, build_plan, fallback_welcome, foreign_links, to_push
+from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, PlanTemplates, build_plan, fallback_welcome, foreign_links, to_push
 from ernie_ops.onboarding.pushlog import Item, PushLog
+from ernie_ops.onboarding.welcome_check import mismatch
 from ernie_ops.onboarding.window import OnboardingOver, window
 
 log = logging.getLogger(__name__)
@@ -148,8 +153,17 @@ def welcome_writer(client: GatewayClient, system_prompt: str, max_tokens: int, *
     return write
 
 
-def refusal(text: object, plan: Plan) -> str | None:
-    """Why the model's welcome cannot be pushed (None: it can)."""
+def known_names(templates: PlanTemplates) -> tuple[list[str], list[str]]:
+    """The departments and roles the templates name: another one in a welcome is a wrong one."""
+    departments = list(templates.departments)
+    roles = sorted({role for dept in templates.departments.values() for role in dept.roles})
+    return departments, roles
+
+
+def refusal(text: object, plan: Plan, templates: PlanTemplates | None = None) -> str | None:
+    """Why the model's welcome cannot be pushed (None: it can): empty, absurdly long, a link that is not a
+    guide's, or anything the record does not say (welcome_check.mismatch: department, role, manager, date,
+    an invented number)."""
     if not isinstance(text, str) or not text.strip():
         return "the model's welcome is empty"
     if len(text.strip()) > MAX_WELCOME_CHARS:
@@ -157,6 +171,10 @@ def refusal(text: object, plan: Plan) -> str | None:
     links = foreign_links(text, plan)
     if links:
         return f"the model's welcome holds links that are not the plan's guides: {', '.join(links[:3])}"
+    departments, roles = known_names(templates) if templates is not None else ([], [])
+    wrong = mismatch(text, plan.facts, departments=departments, roles=roles)
+    if wrong:
+        return f"the model's welcome {wrong}"
     return None
 
 
@@ -229,7 +247,7 @@ class Onboarding:
         except ChatError as exc:
             reason = f"the gateway failed ({exc})"
         else:
-            reason = refusal(text, plan)
+            reason = refusal(text, plan, self.cfg.templates)
             if reason is None:
                 return text.strip(), False
         log.warning("onboarding: fallback welcome for %s: %s", plan.facts.employee, reason)

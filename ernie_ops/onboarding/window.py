@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.onboarding.plan import zh_date
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,6 @@ def window(start: date, today: date, active_days: int) -> Window:
     last = start + timedelta(days=active_days)
     phase = "preboarding" if today < start else "active" if today <= last else "over"
     return Window(start, last, phase)
-
-
-def zh_date(day: date) -> str:
-    """A date as the chat writes it in Chinese: 2026年12月5日."""
-    return f"{day.year}年{day.month}月{day.day}日"
 
 
 def over_message(name: str, win: Window, manager: str | None) -> str:

@@ -415,7 +415,33 @@ def test_a_refused_welcome_is_replaced_by_the_fallback(tmp_path, text, caplog):
 
 
 @pytest.mark.parametrize(
-    "text", ["欢迎！邮箱在 https://mail.example.com 可以登录。", "欢" * MAX_WELCOME_CHARS], ids=["guide-url", "at-limit"]
+    ("text", "reason"),
+    [
+        ("欢迎张伟加入市场部！期待与你共事。", "names the department '市场部', the record's is '研发'"),
+        ("欢迎张伟加入研发，月薪五万，期待与你共事。", "holds '五万', a number that is not among the facts"),
+        ("欢迎张伟！你的直属上级是王芳。", "names the manager '王芳', the record's is '李娜'"),
+        (f"欢迎张伟！{day(6).month}月{day(6).day}日见。", f"the start date is {START}"),
+        ("欢迎！你的同事们在市场等你。", "names the department '市场'"),  # a department the templates know
+    ],
+    ids=["wrong-department", "invented-salary", "wrong-manager", "wrong-date", "template-department"],
+)
+def test_a_welcome_that_says_what_the_record_does_not_is_replaced_and_the_reason_logged(tmp_path, text, reason, caplog):
+    write_csv(tmp_path, ZHANG)
+    with caplog.at_level(logging.WARNING, logger="ernie_ops.onboarding.service"):
+        opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
+    assert opened.fallback_welcome_used and opened.items[0].content == fallback_welcome(opened.facts)
+    assert "fallback welcome for zhang.wei: the model's welcome " in caplog.text and reason in caplog.text, caplog.text
+    assert rows_in_log(tmp_path)[0][3] == fallback_welcome(opened.facts)  # what is stored for good
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "欢迎！邮箱在 https://mail.example.com 可以登录。",
+        "欢" * MAX_WELCOME_CHARS,
+        f"欢迎张伟加入研发部！你将于{START.month}月{START.day}日入职，直属上级是李娜。",
+    ],
+    ids=["guide-url", "at-limit", "the-records-own-facts"],
 )
 def test_a_welcome_within_the_rules_is_kept(tmp_path, text):
     write_csv(tmp_path, ZHANG)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ernie_ops.onboarding.window import OnboardingOver, over_message, window, zh_date
+from ernie_ops.onboarding.plan import zh_date
+from ernie_ops.onboarding.window import OnboardingOver, over_message, window
 from tests.harness.dates import day
 
 
