@@ -15,8 +15,9 @@ The plan of the package, one job per module:
   export file; HR failures are HRError with one friendly sentence), `Onboarding.open`/`confirm` for a
   login, and `card`, the props of the chat's OnboardingItem element (chat/onboarding_ui.py).
 
-The flow `Onboarding.open` follows: facts = HR lookup (outside the window: OnboardingOver); plan = build_plan(facts, templates); pending =
-to_push(plan, ids already in the log); if the welcome is pending, ask the model for its text (and keep
-it only if service.refusal finds nothing: no foreign link, no mismatch with the record; else fallback_welcome); push(employee, the pending items
-as NewItem); show push()'s return value (the stored items, with their 已确认 state).
+The flow `Onboarding.open` follows: facts = HR lookup (outside the window: OnboardingOver);
+plan = build_plan(facts, templates); pending = to_push(plan, ids already in the log); if the welcome is
+pending, ask the model for its text (and keep it only if service.refusal finds nothing: no foreign
+link, no mismatch with the record; else fallback_welcome); push(employee, the pending items as NewItem);
+show push()'s return value (the stored items, with their 已确认 state).
 """
