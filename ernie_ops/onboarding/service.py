@@ -42,6 +42,7 @@ from ernie_ops.config import HRConfig, OnboardingConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
+from ernie_ops.onboarding.answer import question_prompt
 from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, PlanTemplates, build_plan, fallback_welcome, foreign_links, to_push
 from ernie_ops.onboarding.pushlog import Item, PushLog
 from ernie_ops.onboarding.welcome_check import mismatch
@@ -270,6 +271,14 @@ class Onboarding:
         if fallback:  # another session may have pushed its own welcome first: only ours counts
             fallback = any(i.item_id == WELCOME_ID and i.content == text for i in items)
         return Opened(facts, items, new, fallback)
+
+    async def question_prompt(self, login: str) -> str:
+        """The system prompt for the login's typed question: their facts and plan with the 已确认 state as the
+        push log holds it now (answer.question_prompt). OnboardingOver outside the window."""
+        facts = await self._known(login)
+        stored = await asyncio.to_thread(self.push_log.items, facts.employee)
+        plan = build_plan(facts, self.cfg.templates)
+        return question_prompt(facts, plan, stored, window(facts.start_date, self._today(), self.cfg.active_days))
 
     async def confirm(self, login: str, item_id: str) -> Item:
         """Mark the login's own item 已确认 (idempotent); another employee's item is refused like an unknown one.
