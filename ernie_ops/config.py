@@ -396,6 +396,14 @@ class OnboardingConfig(_Section):
         "/var/lib/ernie-ops-chat/onboarding/pushlog.sqlite", min_length=1, description="SQLite push log (chat app's state dir)"
     )
     welcome_max_tokens: int = Field(300, ge=16, le=4096, description="tokens for the model's welcome message")
+    active_days: int = Field(
+        30,
+        ge=0,
+        le=366,
+        description="days after the start date the helper still serves an employee (start + active_days is the last); "
+        "30: the first month, the first week's plan with room for late confirmations and questions, as a 30-day "
+        "onboarding plan runs; an HR export lists everyone, so the people who started before that are told onboarding is over",
+    )
     templates: Any = Field(default_factory=_default_onboarding_templates, description="default / departments / roles: tasks and guides")
 
     @field_validator("templates", mode="before")

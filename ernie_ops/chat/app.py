@@ -208,6 +208,10 @@ async def on_message(message: cl.Message) -> None:
     if files and conv.docs is None:
         await cl.Message(content="这个场景不读取文件；请切换到「文档问答 Docs」。 / This scenario does not read files: use Docs.").send()
         return
+    if conv.scenario.tool == "onboarding":  # with the employee's facts and plan in the prompt, never bare free chat
+        if message.content.strip():
+            await TOOLS[conv.scenario.name].ask(_login(), message.content, conv, MessageSink())
+        return
     if conv.docs is not None:
         if files:
             await _index_uploads(conv.docs, [Upload(getattr(f, "path", None), f.name, getattr(f, "size", None)) for f in files])

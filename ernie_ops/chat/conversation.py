@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass
@@ -90,7 +91,9 @@ class Conversation:
         self.flow = Flow(scenario)
         self.history: list[history.Message] = []
 
-    async def on_user_message(self, text: str, sink: Sink) -> Outcome:
+    async def on_user_message(self, text: str, sink: Sink, *, system: str | None = None) -> Outcome:
+        """`system`: this turn's system prompt instead of the scenario's (a tool that knows more about the
+        user, e.g. the onboarding helper's facts and plan, rebuilt at each turn)."""
         step = self.flow.on_user_message(text)
         if isinstance(step, Busy):
             await sink.say(step.text)
@@ -98,6 +101,8 @@ class Conversation:
         if isinstance(step, Ask):
             await sink.say(step.text)
             return Outcome("asked")
+        if system is not None:
+            step = dataclasses.replace(step, system=system)
         return await self._generate(step, sink)
 
     async def _generate(self, step: Generate, sink: Sink) -> Outcome:

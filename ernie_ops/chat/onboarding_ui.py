@@ -3,7 +3,8 @@
 Loaded by app.py only. The work is in `onboarding.service`: who the logged-in user is in the HR
 system, their plan, the push log. Here: when the chat starts, the employee's items as OnboardingItem
 cards (elements/OnboardingItem.jsx); the 确认 button calls the `onboarding_confirm` action, which
-confirms for the LOGGED-IN user (the browser sends only an item id) and updates that card.
+confirms for the LOGGED-IN user (the browser sends only an item id) and updates that card. A typed
+question is answered with the employee's facts and plan in the prompt (`ask`, onboarding/answer.py).
 
 A reload, a reconnect or a second login starts a new chat: `open` reads the push log, pushes nothing
 new, and the cards show what is stored, confirmed ones as 已确认. An HR problem is one friendly sentence
@@ -22,11 +23,13 @@ from ernie_ops.chat.copy_ui import send_in_order
 from ernie_ops.config import OnboardingConfig
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
+from ernie_ops.onboarding.answer import UNAVAILABLE, answer
+from ernie_ops.onboarding.plan import zh_date
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, card, connector_for, finder, welcome_writer
+from ernie_ops.onboarding.window import OnboardingOver
 
 log = logging.getLogger("ernie_ops.chat")
-UNAVAILABLE = "入职助手暂时无法使用，请稍后再试或联系管理员。 / The onboarding helper is not available now; try later or ask the admin."
 UNKNOWN_ITEM = "找不到这一项，请刷新页面。 / This item is not yours or no longer exists; reload the page."
 ITEMS = "onboarding_items"
 KIND_ORDER = {"welcome": 0, "task": 1, "guide": 2}
@@ -57,6 +60,10 @@ class OnboardingTool:
             return
         try:
             opened = await self.service.open(login)
+        except OnboardingOver as exc:
+            log.info("onboarding %s: %s", login, exc)
+            await cl.Message(content=exc.message).send()
+            return
         except HRError as exc:
             log.warning("onboarding %s: %s", login, exc.detail)
             await cl.ErrorMessage(content=exc.message).send()
@@ -75,8 +82,9 @@ class OnboardingTool:
             ", fallback welcome" if opened.fallback_welcome_used else "",
         )  # fmt: skip
         content = (
-            f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{facts.start_date.isoformat()}。"
-            "\n\n下面是你的入职事项，看完请逐条点「确认」。 / Your onboarding items: confirm each once you have read it."
+            f"**{facts.name}**，你好！部门：{facts.department}，岗位：{facts.role or '-'}，入职日期：{zh_date(facts.start_date)}。"
+            f"\n\n下面是你的入职事项（已确认 {done}/{len(items)}），看完请逐条点「确认」。"
+            " / Your onboarding items: confirm each once you have read it."
         )
         await send_in_order(content, list(elements.values()))
 
@@ -89,6 +97,16 @@ class OnboardingTool:
             return
         try:
             item = await self.service.confirm(login, item_id)
+        except OnboardingOver as exc:  # the window closed while the page was open
+            log.info("onboarding %s: confirming %s: %s", login, item_id, exc)
+            element.props = {**element.props, "error": exc.message}
+            await element.update()
+            return
+        except HRError as exc:
+            log.warning("onboarding %s: confirming %s: %s", login, item_id, exc.detail)
+            element.props = {**element.props, "error": exc.message}
+            await element.update()
+            return
         except ErnieOpsError as exc:
             log.error("onboarding %s: confirming %s failed: %s", login, item_id, exc)
             element.props = {**element.props, "error": UNAVAILABLE}
@@ -97,3 +115,7 @@ class OnboardingTool:
         log.info("onboarding %s: %s confirmed", login, item_id)
         element.props = card(item)
         await element.update()
+
+    async def ask(self, login: str, text: str, conversation, sink) -> None:
+        """A typed message: answered with the login's facts and plan (never free chat without them)."""
+        await answer(self.service, login, text, conversation, sink)

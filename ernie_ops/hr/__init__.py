@@ -3,7 +3,8 @@
 The plan:
 - `model`: the `Employee` record every connector returns, `HRError` (a `kind` the chat app branches on,
   a friendly bilingual sentence for the chat, a detail for the log) and the checks shared by the
-  connectors (a department is required; the start date is parsed and must not be in the past).
+  connectors (a department is required; the start date is parsed, past or future: the onboarding
+  window, not the record, decides who is served).
 - `export_file`: the embedded default for sites without an HR API: an HR export file (CSV or YAML),
   looked up by user_name or employee_number.
 - `scim`: a SCIM 2.0 client (RFC 7643/7644) over httpx: `GET /Users?filter=...`, department and manager

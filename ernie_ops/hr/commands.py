@@ -5,8 +5,10 @@ record the way a lookup would (`model.checked`: a department, a start date in a 
 what only shows across records: a record nobody can be looked up by, a user_name or employee_number
 on two records (a lookup finds only the first), a CSV line with more fields than the header, an
 export without a single employee. A start date in the past is fine here: an export lists everyone.
+Those whose onboarding window has passed (start + chat.onboarding.active_days before today: the helper
+tells them onboarding is over) are listed under an info heading, as information, never as a problem.
 
-Prints the number of employees (exit 0), or one sentence per bad record (exit 2). Ansible's copy runs
+Prints the number of employees and that info (exit 0), or one sentence per bad record (exit 2). Ansible's copy runs
 it as `validate:` on the new file before it replaces the installed one, so a broken export never
 replaces a working one; `--format` and `--name` say what the temporary copy really is.
 """
@@ -31,6 +33,8 @@ class Report:
     format: str
     employees: int = 0
     problems: list[str] = field(default_factory=list)
+    active_days: int | None = None
+    outside_window: list[str] = field(default_factory=list)  # info: onboarding over for these records
 
     @property
     def ok(self) -> bool:
@@ -46,11 +50,15 @@ def _text(value: object) -> str:
     return str(value if value is not None else "").strip()
 
 
-def check(path: str | Path, fmt: str | None = None, name: str | None = None) -> Report:
-    """Every problem of the export at `path`, named after `name` (default: the path). Raises UsageError
+def check(
+    path: str | Path, fmt: str | None = None, name: str | None = None, *, active_days: int | None = None, today: date | None = None
+) -> Report:
+    """Every problem of the export at `path`, named after `name` (default: the path), and with `active_days`
+    the good records whose onboarding window has passed on `today` (default: the real date). Raises UsageError
     when the file as a whole cannot be read (absent, not UTF-8, not YAML, a CSV header without the keys)."""
     from ernie_ops.hr.export_file import numbered_rows
     from ernie_ops.hr.model import HRError, checked
+    from ernie_ops.onboarding.window import window
 
     shown = name or str(path)
     fmt = fmt or file_format(shown)
@@ -58,7 +66,8 @@ def check(path: str | Path, fmt: str | None = None, name: str | None = None) -> 
         rows = numbered_rows(Path(path), fmt)
     except HRError as exc:
         raise UsageError(exc.detail.replace(str(path), shown, 1) + "; fix the export and check it again") from None
-    report = Report(file=shown, format=fmt, employees=len(rows))
+    report = Report(file=shown, format=fmt, employees=len(rows), active_days=active_days)
+    today = today or date.today()
     seen: dict[tuple[str, str], str] = {}
     for where, row in rows:
         user_name, number = _text(row.get("user_name")), _text(row.get("employee_number"))
@@ -73,15 +82,22 @@ def check(path: str | Path, fmt: str | None = None, name: str | None = None) -> 
                 reasons.append(f"{key} {value!r} is also on {seen[key, value]}, so a lookup would only find the first")
             elif value:
                 seen[key, value] = where
-        try:  # the connector's own checks; date.min: a start date in the past is not an error in an export
+        employee = None
+        try:  # the connector's own checks (a start date in the past is not one)
             if user_name or number:
-                checked(who, date.min, user_name=user_name, employee_number=number, display_name=_text(row.get("display_name")),
-                        department=row.get("department"), title=row.get("title"), manager=row.get("manager"),
-                        start_date=row.get("start_date"))  # fmt: skip
+                employee = checked(who, user_name=user_name, employee_number=number, display_name=_text(row.get("display_name")),
+                                   department=row.get("department"), title=row.get("title"), manager=row.get("manager"),
+                                   start_date=row.get("start_date"))  # fmt: skip
         except HRError as exc:
             reasons.append(exc.detail.removeprefix(f"{who}: "))
         if reasons:
             report.problems.append(f"{who}: {'; '.join(reasons)}")  # one sentence per bad record
+        elif employee is not None and active_days is not None:
+            win = window(employee.start_date, today, active_days)
+            if not win.serves:
+                report.outside_window.append(
+                    f"{who}: started {win.start.isoformat()}, onboarding ended {win.last_day.isoformat()}; the helper tells them it is over"
+                )
     if not rows:
         report.problems.append(f"{shown}: no employee records; an empty export would make every onboarding lookup fail")
     return report
@@ -95,17 +111,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     hc.add_argument("file", metavar="FILE")
     hc.add_argument("--format", choices=FORMATS, help="csv or yaml (default: by the suffix of --name, else of FILE)")
     hc.add_argument("--name", help="the name the messages give FILE (e.g. the export it is a copy of)")
+    hc.add_argument(
+        "--active-days", type=int, metavar="N",
+        help="days after the start date the helper serves (default: chat.onboarding.active_days of the config, "
+        "or its built-in default when no config can be read); records past it are listed as info",
+    )  # fmt: skip
     hc.add_argument("--json", action="store_true", help="machine-readable report")
     hc.set_defaults(func=cmd_check)
 
 
+def active_days(explicit: int | None, config_path: str | None) -> int:
+    """--active-days, else the config's chat.onboarding.active_days, else the built-in default: the check runs
+    where the export is installed, usually beside the config, but a copy checked elsewhere needs no config."""
+    from ernie_ops import config
+    from ernie_ops.errors import ConfigError
+
+    if explicit is not None:
+        if explicit < 0:
+            raise UsageError(f"--active-days {explicit}: must be 0 or more (days after the start date)")
+        return explicit
+    try:
+        return config.load(config_path).chat.onboarding.active_days
+    except ConfigError:
+        return config.OnboardingConfig().active_days
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    report = check(args.file, args.format, args.name)
+    report = check(args.file, args.format, args.name, active_days=active_days(args.active_days, getattr(args, "config", None)))
     if args.json:
         print(json.dumps({**asdict(report), "ok": report.ok}, indent=2, ensure_ascii=False))
-    elif report.ok:
+        return EXIT_OK if report.ok else EXIT_USAGE
+    if report.ok:
         print(f"{report.file}: {report.employees} employee{'s' if report.employees != 1 else ''} ({report.format})")
-    else:
+    if report.outside_window:
+        over = len(report.outside_window)
+        print(f"info: {over} employee{'s' if over != 1 else ''} past the onboarding window (start + {report.active_days} days):")
+        for line in report.outside_window:
+            print(f"info:   {line}")
+    if not report.ok:
         for problem in report.problems:
             print(f"error: {problem}", file=sys.stderr)
         bad = len(report.problems)

@@ -8,7 +8,6 @@ The file is read on each lookup, so HR can replace it without a restart.
 from __future__ import annotations
 
 import csv
-from datetime import date
 from pathlib import Path
 
 import yaml
@@ -52,9 +51,8 @@ def _rows(path: Path) -> list[dict]:
 
 
 class ExportFileConnector:
-    def __init__(self, path: Path, today: date | None = None):
+    def __init__(self, path: Path):
         self.path = Path(path)
-        self._today = today
 
     def find(self, *, user_name: str | None = None, employee_number: str | None = None) -> Employee:
         if bool(user_name) == bool(employee_number):
@@ -65,7 +63,6 @@ class ExportFileConnector:
                 who = f"{self.path}: {field} {wanted!r}"
                 return checked(
                     who,
-                    self._today or date.today(),
                     user_name=str(row.get("user_name") or "").strip(),
                     employee_number=str(row.get("employee_number") or "").strip(),
                     display_name=str(row.get("display_name") or "").strip(),

@@ -9,8 +9,6 @@ Every failure becomes an HRError whose kind the chat app shows as one friendly s
 
 from __future__ import annotations
 
-from datetime import date
-
 import httpx
 
 from ernie_ops.hr.model import Employee, HRError, checked
@@ -48,11 +46,9 @@ class ScimConnector:
         start_date_attribute: str,
         connect_timeout: float = 3.0,
         read_timeout: float = 10.0,
-        today: date | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.start_date_attribute = start_date_attribute
-        self._today = today
         headers = {"Accept": "application/scim+json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -86,7 +82,6 @@ class ScimConnector:
             manager = manager.get("displayName") or manager.get("value")
         return checked(
             f"{self.base_url}/Users {label} {wanted!r}",
-            self._today or date.today(),
             user_name=str(user.get("userName") or ""),
             employee_number=str(attribute(user, f"{ENTERPRISE}:employeeNumber") or ""),
             display_name=str(user.get("displayName") or attribute(user, "name.formatted") or ""),

@@ -271,9 +271,18 @@ def foreign_links(text: str, plan: Plan) -> list[str]:
     return [u for u in _URL.findall(text) if u.rstrip("/.") not in allowed]
 
 
+def zh_date(day: date) -> str:
+    """A date as the chat writes it in Chinese: 2026年12月5日."""
+    return f"{day.year}年{day.month}月{day.day}日"
+
+
 def fallback_welcome(facts: Facts) -> str:
-    """A welcome from the facts alone, for when the model is down or its text is refused."""
-    text = f"欢迎加入{facts.department}，{facts.name}！你的岗位是{facts.role}，入职日期 {facts.start_date.isoformat()}。"
-    if facts.manager:
-        text += f"你的直属上级是{facts.manager}。"
+    """A welcome from the facts alone, for when the model is down or its text is refused. A field the
+    record leaves empty (department, title, manager) drops its clause: it never reads "你的岗位是，"."""
+    department, role, manager = (v.strip() if isinstance(v, str) else "" for v in (facts.department, facts.role, facts.manager))
+    text = f"欢迎加入{department}，{facts.name}！" if department else f"欢迎你，{facts.name}！"
+    start = zh_date(facts.start_date)
+    text += f"你的岗位是{role}，入职日期是{start}。" if role else f"你的入职日期是{start}。"
+    if manager:
+        text += f"你的直属上级是{manager}。"
     return text + "下面是你第一周的任务和需要用到的系统指南，看完请点「确认」。"

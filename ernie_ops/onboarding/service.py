@@ -12,8 +12,12 @@
   missing items in one transaction. Every error (HRError with its `.message` for the chat, PlanError,
   PushLogError) is raised before anything is pushed.
 - The welcome the model writes is refused (and `fallback_welcome` pushed instead, `fallback_welcome_used`
-  set, a warning logged) when it holds a link that is not one of the plan's guides, is empty, or is absurdly
-  long; a gateway failure (ChatError) falls back the same way: the plan is pushed anyway.
+  set, a warning logged with the reason) when it holds a link that is not one of the plan's guides, is
+  empty, is absurdly long, or says what the record does not (welcome_check: a department, role, manager
+  or date that is not the record's, an invented number or amount); a gateway failure (ChatError) falls
+  back the same way: the plan is pushed anyway.
+- The helper serves an employee from before the start date through `active_days` after it (window.py);
+  after that `open` and `confirm` raise OnboardingOver, whose `.message` is the polite sentence to show.
 - The employee key in the push log is the HR record's user_name (stable), derived from the login on the
   server, never from anything the browser sends; `confirm` derives it exactly as `open` does (the key an
   `open` of this login found, kept in memory, else the same HR lookup).
@@ -38,8 +42,11 @@ from ernie_ops.config import HRConfig, OnboardingConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
-from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, build_plan, fallback_welcome, foreign_links, to_push
+from ernie_ops.onboarding.answer import question_prompt
+from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, PlanTemplates, build_plan, fallback_welcome, foreign_links, to_push
 from ernie_ops.onboarding.pushlog import Item, PushLog
+from ernie_ops.onboarding.welcome_check import mismatch
+from ernie_ops.onboarding.window import OnboardingOver, window
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +98,11 @@ class UnconfiguredConnector:
         raise HRError("unauthorized", self.problem)
 
 
-def connector_for(hr: HRConfig, env: Mapping[str, str], *, today: date | None = None) -> Connector:
+def connector_for(hr: HRConfig, env: Mapping[str, str]) -> Connector:
     """The connector the config names: the HR export file, or SCIM with the token from `env` (the EnvironmentFile).
-    A missing token does not raise here (the chat stays up for the other scenarios); see UnconfiguredConnector.
-    `today` is for tests (None: the real date at each lookup)."""
+    A missing token does not raise here (the chat stays up for the other scenarios); see UnconfiguredConnector."""
     if hr.source == "file":
-        return ExportFileConnector(Path(hr.file), today=today)
+        return ExportFileConnector(Path(hr.file))
     problem = config_problem(hr, env)
     if problem is not None:
         log.warning("onboarding: %s", problem)
@@ -108,7 +114,6 @@ def connector_for(hr: HRConfig, env: Mapping[str, str], *, today: date | None = 
         start_date_attribute=hr.start_date_attribute,
         connect_timeout=hr.connect_timeout_seconds,
         read_timeout=hr.read_timeout_seconds,
-        today=today,
     )
 
 
@@ -149,8 +154,17 @@ def welcome_writer(client: GatewayClient, system_prompt: str, max_tokens: int, *
     return write
 
 
-def refusal(text: object, plan: Plan) -> str | None:
-    """Why the model's welcome cannot be pushed (None: it can)."""
+def known_names(templates: PlanTemplates) -> tuple[list[str], list[str]]:
+    """The departments and roles the templates name: another one in a welcome is a wrong one."""
+    departments = list(templates.departments)
+    roles = sorted({role for dept in templates.departments.values() for role in dept.roles})
+    return departments, roles
+
+
+def refusal(text: object, plan: Plan, templates: PlanTemplates | None = None) -> str | None:
+    """Why the model's welcome cannot be pushed (None: it can): empty, absurdly long, a link that is not a
+    guide's, or anything the record does not say (welcome_check.mismatch: department, role, manager, date,
+    an invented number)."""
     if not isinstance(text, str) or not text.strip():
         return "the model's welcome is empty"
     if len(text.strip()) > MAX_WELCOME_CHARS:
@@ -158,6 +172,10 @@ def refusal(text: object, plan: Plan) -> str | None:
     links = foreign_links(text, plan)
     if links:
         return f"the model's welcome holds links that are not the plan's guides: {', '.join(links[:3])}"
+    departments, roles = known_names(templates) if templates is not None else ([], [])
+    wrong = mismatch(text, plan.facts, departments=departments, roles=roles)
+    if wrong:
+        return f"the model's welcome {wrong}"
     return None
 
 
@@ -190,18 +208,38 @@ def facts_from(employee: Employee) -> Facts:
 class Onboarding:
     """One per app process, shared by every session (see the module docstring)."""
 
-    def __init__(self, cfg: OnboardingConfig, find: Callable[[str], Employee], push_log: PushLog, write_welcome: WriteWelcome):
+    def __init__(
+        self,
+        cfg: OnboardingConfig,
+        find: Callable[[str], Employee],
+        push_log: PushLog,
+        write_welcome: WriteWelcome,
+        *,
+        today: Callable[[], date] = date.today,
+    ):
         self.cfg = cfg
         self._find = find
         self.push_log = push_log
         self._write_welcome = write_welcome
-        self._keys: dict[str, str] = {}  # login -> employee key, from this process's HR lookups
+        self._today = today  # tests give the day their relative dates were computed on
+        self._facts: dict[str, Facts] = {}  # login -> the facts of this process's last HR lookup for it
 
     async def _lookup(self, login: str) -> Facts:
         facts = facts_from(await asyncio.to_thread(self._find, login))
         if facts.employee:
-            self._keys[login] = facts.employee
+            self._facts[login] = facts
         return facts
+
+    def _served(self, facts: Facts) -> Facts:
+        """The facts, or OnboardingOver when today is past the employee's window (before the start is served)."""
+        win = window(facts.start_date, self._today(), self.cfg.active_days)
+        if not win.serves:
+            raise OnboardingOver(facts.employee, facts.name, win, facts.manager)
+        return facts
+
+    async def _known(self, login: str) -> Facts:
+        """The facts `open` found for this login (an HR outage since does not block the 确认 button), else a lookup."""
+        return self._served(self._facts.get(login) or await self._lookup(login))
 
     async def _welcome(self, plan: Plan) -> tuple[str, bool]:
         """The welcome's text and whether it is the fallback."""
@@ -210,15 +248,16 @@ class Onboarding:
         except ChatError as exc:
             reason = f"the gateway failed ({exc})"
         else:
-            reason = refusal(text, plan)
+            reason = refusal(text, plan, self.cfg.templates)
             if reason is None:
                 return text.strip(), False
         log.warning("onboarding: fallback welcome for %s: %s", plan.facts.employee, reason)
         return fallback_welcome(plan.facts), True
 
     async def open(self, login: str) -> Opened:
-        """Look the login up, push what the log does not hold yet (all or nothing), and return everything stored."""
-        facts = await self._lookup(login)
+        """Look the login up, push what the log does not hold yet (all or nothing), and return everything stored.
+        OnboardingOver (nothing pushed, the model not asked) when the employee's window has passed."""
+        facts = self._served(await self._lookup(login))
         plan = build_plan(facts, self.cfg.templates)
         stored = await asyncio.to_thread(self.push_log.items, facts.employee)
         pending = to_push(plan, [i.item_id for i in stored])
@@ -233,12 +272,20 @@ class Onboarding:
             fallback = any(i.item_id == WELCOME_ID and i.content == text for i in items)
         return Opened(facts, items, new, fallback)
 
+    async def question_prompt(self, login: str) -> str:
+        """The system prompt for the login's typed question: their facts and plan with the 已确认 state as the
+        push log holds it now (answer.question_prompt). OnboardingOver outside the window."""
+        facts = await self._known(login)
+        stored = await asyncio.to_thread(self.push_log.items, facts.employee)
+        plan = build_plan(facts, self.cfg.templates)
+        return question_prompt(facts, plan, stored, window(facts.start_date, self._today(), self.cfg.active_days))
+
     async def confirm(self, login: str, item_id: str) -> Item:
         """Mark the login's own item 已确认 (idempotent); another employee's item is refused like an unknown one.
         The key is the one `open` found for this login (an HR outage since does not block the 确认 button);
-        a login not opened in this process is looked up the same way."""
-        employee = self._keys.get(login) or (await self._lookup(login)).employee
-        return await asyncio.to_thread(self.push_log.confirm, employee, item_id)
+        a login not opened in this process is looked up the same way. Inside the window only (OnboardingOver)."""
+        facts = await self._known(login)
+        return await asyncio.to_thread(self.push_log.confirm, facts.employee, item_id)
 
 
 # ---- the card ----------------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """Dates relative to the day a test runs, for HR records and their checks: a test never holds a calendar date
-that one day passes. The product refuses a start date before today (ernie_ops.hr.model.checked)
-and nothing in ernie_ops/hr or ernie_ops/onboarding looks at the weekday, so a number of days is all a test
-needs: `day(5)` is a start date still to come, `day(-2)` one already gone, `day(0)` today.
+that one day passes. The onboarding helper serves an employee from before the start date through
+chat.onboarding.active_days after it (ernie_ops.onboarding.window), and nothing in ernie_ops/hr or
+ernie_ops/onboarding looks at the weekday except the welcome check (which compares a weekday named with the
+start date's), so a number of days is all a test needs: `day(5)` is a start date still to come, `day(-2)`
+one already gone, `day(0)` today.
 
-A test that gives a connector its own `today=` takes it from here too (`day(0)` at import), so the dates it
-writes and the day the connector compares them with are the same day's.
+A test that gives the onboarding service its own `today=` takes it from here too (`day(0)` at import), so the
+dates it writes and the day the service compares them with are the same day's.
 """
 
 from __future__ import annotations

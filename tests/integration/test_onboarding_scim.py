@@ -21,6 +21,7 @@ from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.plan import Facts, build_plan, fallback_welcome, foreign_links
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder, welcome_writer
+from ernie_ops.onboarding.window import OnboardingOver
 from tests.harness import scim_server
 from tests.harness.dates import day
 from tests.harness.fault_server import FaultServer
@@ -28,7 +29,7 @@ from tests.harness.tiny_model import SERVED_NAME
 
 TOKEN = scim_server.TEST_TOKEN  # the package fixture `scim` serves with it
 TOKEN_ENV = "EO_TEST_HR_TOKEN"
-TODAY = day(0)  # the connector's today; the start dates below are relative to it
+TODAY = day(0)  # the service's today; the start dates below are relative to it
 PERSONA = "你是公司的新员工入职助手，语气友好、简洁。"
 TEMPLATES = {
     "default": {
@@ -81,10 +82,10 @@ def _rows(tmp_path: Path) -> int:
 
 
 async def _open(cfg: config.OnboardingConfig, env: dict, writer, login: str):
-    connector = connector_for(cfg.hr, env, today=TODAY)
+    connector = connector_for(cfg.hr, env)
     try:
         with PushLog(cfg.push_log) as log:
-            return await Onboarding(cfg, finder(connector, cfg.hr.lookup), log, writer).open(login)
+            return await Onboarding(cfg, finder(connector, cfg.hr.lookup), log, writer, today=lambda: TODAY).open(login)
     finally:
         getattr(connector, "close", lambda: None)()
 
@@ -134,7 +135,7 @@ def _refused_port() -> tuple[socket.socket, str]:
     return s, f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
-@pytest.mark.parametrize("case", ["down", "timeout", "wrong-token", "token-unset", "unknown-user", "no-department", "past-start"])
+@pytest.mark.parametrize("case", ["down", "timeout", "wrong-token", "token-unset", "unknown-user", "no-department"])
 def test_an_hr_failure_is_its_kind_and_the_push_log_is_untouched(scim, tmp_path, case):
     url, env, login, closing = scim.base_url, {TOKEN_ENV: TOKEN}, _unique("user"), []
     hr: dict = {}
@@ -151,10 +152,8 @@ def test_an_hr_failure_is_its_kind_and_the_push_log_is_untouched(scim, tmp_path,
         env = {}
     elif case == "no-department":
         scim.add_user(scim_server.user_record(login, _unique("E"), department=None))
-    elif case == "past-start":
-        scim.add_user(scim_server.user_record(login, _unique("E"), start=day(-2).isoformat()))
     kind = {"down": "down", "timeout": "timeout", "wrong-token": "unauthorized", "token-unset": "unauthorized"}.get(case)
-    kind = kind or {"unknown-user": "not_found", "no-department": "incomplete", "past-start": "bad_date"}[case]
+    kind = kind or {"unknown-user": "not_found", "no-department": "incomplete"}[case]
     writer = Counted()
     try:
         with pytest.raises(HRError) as err:
@@ -165,3 +164,25 @@ def test_an_hr_failure_is_its_kind_and_the_push_log_is_untouched(scim, tmp_path,
     assert err.value.kind == kind and err.value.message
     assert TOKEN not in str(err.value)
     assert writer.calls == 0 and _rows(tmp_path) == 0
+
+
+def test_a_start_two_days_ago_is_served_and_one_past_the_window_is_told_onboarding_is_over(scim, tmp_path):
+    """A SCIM directory lists people who started long ago too: inside chat.onboarding.active_days they are served,
+    after it they get the polite sentence (with their manager) and nothing is pushed."""
+    cfg = _cfg(tmp_path, scim.base_url)
+    second_day, over = _unique("day2"), _unique("over")
+    scim.add_user(scim_server.user_record(second_day, _unique("E"), start=day(-1).isoformat()))
+    scim.add_user(scim_server.user_record(over, _unique("E"), start=day(-cfg.active_days - 1).isoformat()))
+
+    async def fixed(facts, rules):  # INJECTED welcome: the model is not what this test is about
+        return "欢迎你！"
+
+    opened = asyncio.run(_open(cfg, {TOKEN_ENV: TOKEN}, Counted(fixed), second_day))
+    pushed = len(build_plan(opened.facts, cfg.templates).items)
+    assert opened.facts.start_date == day(-1) and opened.new == len(opened.items) == pushed
+    writer = Counted()
+    with pytest.raises(OnboardingOver) as err:
+        asyncio.run(_open(cfg, {TOKEN_ENV: TOKEN}, writer, over))
+    assert err.value.window.last_day == day(-1)
+    assert "入职引导已于" in err.value.message and "li.na" in err.value.message
+    assert writer.calls == 0 and _rows(tmp_path) == pushed

@@ -30,11 +30,53 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.fixture(autouse=True)
+def no_config(tmp_path, monkeypatch):
+    """No config by default: the window is the built-in chat.onboarding.active_days (a test that wants one writes it)."""
+    monkeypatch.setenv("ERNIE_OPS_CONFIG", str(tmp_path / "absent.yaml"))
+
+
 @pytest.mark.parametrize("bom", [False, True])
 def test_a_good_csv_export_prints_its_number_of_employees(tmp_path, capsys, bom):
     path = _csv(tmp_path, ZHANG, LI, bom=bom)
     code, out, err = run(capsys, path)
-    assert (code, out.strip(), err) == (0, f"{path}: 2 employees (csv)", "")
+    assert (code, out.splitlines()[0], err) == (0, f"{path}: 2 employees (csv)", "")
+
+
+def test_people_past_the_onboarding_window_are_info_not_errors(tmp_path, capsys):
+    """An export lists everyone: those who started before the window are listed under an info heading, exit 0;
+    the start day, day 2 and the last day of the (default 30-day) window are not listed."""
+    rows = [f"u{n},E{n},N{n},研发部,t,,{day(n)}" for n in (0, -1, -30)]
+    path = _csv(tmp_path, ZHANG, *rows, f"late,E31,迟,研发部,t,,{day(-31)}", LI)
+    code, out, err = run(capsys, path)
+    assert code == 0 and err == "", err
+    assert out.splitlines() == [
+        f"{path}: 6 employees (csv)",
+        "info: 2 employees past the onboarding window (start + 30 days):",
+        f"info:   {path} line 6 (user_name 'late'): started {day(-31)}, onboarding ended {day(-1)}; the helper tells them it is over",
+        f"info:   {path} line 7 (user_name 'li.na'): started {LONG_AGO}, onboarding ended {day(-1970)}; the helper tells them it is over",
+    ]
+    report = json.loads(run(capsys, path, "--json")[1])
+    assert report["ok"] is True and report["problems"] == [] and len(report["outside_window"]) == 2
+
+
+def test_the_window_comes_from_the_option_else_the_config(tmp_path, capsys, monkeypatch):
+    path = _csv(tmp_path, f"a,E1,A,研发部,t,,{day(-3)}", f"b,E2,B,研发部,t,,{day(-10)}")
+    _, out, _ = run(capsys, path, "--active-days", "2")
+    assert "info: 2 employees past the onboarding window (start + 2 days):" in out
+    cfg = tmp_path / "ernie.yaml"
+    cfg.write_text("chat:\n  onboarding:\n    active_days: 5\n", encoding="utf-8")
+    monkeypatch.setenv("ERNIE_OPS_CONFIG", str(cfg))
+    code, out, _ = run(capsys, path)
+    assert code == 0 and "info: 1 employee past the onboarding window (start + 5 days):" in out and "'b'" in out
+    code, _, err = run(capsys, path, "--active-days", "-1")
+    assert code == 2 and "--active-days -1: must be 0 or more" in err
+
+
+def test_an_export_with_errors_still_lists_the_info_and_exits_2(tmp_path, capsys):
+    path = _csv(tmp_path, LI, f"x,E9,X,,t,,{START}")
+    code, out, err = run(capsys, path)
+    assert code == 2 and "info: 1 employee past the onboarding window" in out and "the record has no department" in err
 
 
 def test_a_good_yaml_export_in_either_shape(tmp_path, capsys):
@@ -46,7 +88,7 @@ def test_a_good_yaml_export_in_either_shape(tmp_path, capsys):
     (tmp_path / "b.yml").write_text(rows.replace("  - ", "- "), encoding="utf-8")
     for name in ("a.yaml", "b.yml"):
         code, out, _ = run(capsys, tmp_path / name)
-        assert (code, out.strip()) == (0, f"{tmp_path / name}: 2 employees (yaml)")
+        assert (code, out.splitlines()[0]) == (0, f"{tmp_path / name}: 2 employees (yaml)")
 
 
 def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsys):
@@ -84,7 +126,7 @@ def test_each_bad_record_is_one_sentence_with_its_line_and_exit_2(tmp_path, caps
     """`{start}` in a row: a good start date, a few days from today."""
     path = _csv(tmp_path, ZHANG, row.format(start=START), LI)
     code, out, err = run(capsys, path)
-    assert code == 2 and out == "", out
+    assert code == 2 and out.splitlines()[0] == "info: 1 employee past the onboarding window (start + 30 days):", out  # li.na
     assert err.strip().splitlines() == [f"error: {path} {sentence}", f"{path}: 1 problem; fix the export and check it again"]
 
 
@@ -131,6 +173,6 @@ def test_what_check_accepts_the_connector_finds(tmp_path, capsys):
     later = day(7)
     path = _csv(tmp_path, ZHANG, f"wang.fang,E1002,王芳,销售部,销售,,{later.year}年{later.month}月{later.day}日", bom=True)
     assert run(capsys, path)[0] == 0
-    hr = ExportFileConnector(path, today=day(0))
+    hr = ExportFileConnector(path)
     assert hr.find(employee_number="E1002").department == "销售部"
     assert hr.find(user_name="zhang.wei").display_name == "张伟"

@@ -8,7 +8,7 @@ from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError, parse_start_date
 from tests.harness.dates import day
 
-TODAY = day(0)  # the connector's today; every start date below is relative to it
+TODAY = day(0)
 START = day(5)  # still to come: accepted
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
 ZHANG = Employee("zhang.wei", "E1001", "张伟", "研发部", "后端工程师", "李娜", START)
@@ -17,7 +17,7 @@ ZHANG = Employee("zhang.wei", "E1001", "张伟", "研发部", "后端工程师",
 def _csv(tmp_path, *rows: str, bom: bool = False):
     path = tmp_path / "hr.csv"
     path.write_text(("\ufeff" if bom else "") + HEADER + "".join(r + "\n" for r in rows), encoding="utf-8")
-    return ExportFileConnector(path, today=TODAY)
+    return ExportFileConnector(path)
 
 
 ROW = f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{START}"
@@ -38,7 +38,7 @@ def test_yaml_found_and_its_native_dates_read(tmp_path):
         f"     title: 后端工程师, manager: 李娜, start_date: {START}}}\n",
         encoding="utf-8",
     )
-    hr = ExportFileConnector(path, today=TODAY)
+    hr = ExportFileConnector(path)
     assert hr.find(employee_number="E1001") == ZHANG
 
 
@@ -62,11 +62,11 @@ def test_start_date_in_unknown_format_is_bad_date(tmp_path, start):
     assert err.value.kind == "bad_date"
 
 
-def test_start_date_in_the_past_is_bad_date(tmp_path):
-    with pytest.raises(HRError) as err:
-        _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{day(-1)}").find(user_name="zhang.wei")
-    assert err.value.kind == "bad_date"
-    assert "past" in err.value.detail
+@pytest.mark.parametrize("ago", [1, 2000])
+def test_a_start_date_in_the_past_is_a_record_like_any_other(tmp_path, ago):
+    """An export lists everyone: whether onboarding still serves them is the window's business (onboarding/window.py)."""
+    hr = _csv(tmp_path, f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{day(-ago)}")
+    assert hr.find(user_name="zhang.wei").start_date == day(-ago)
 
 
 def test_start_date_today_is_accepted(tmp_path):
@@ -81,7 +81,7 @@ def test_start_date_formats_hr_systems_write(text):
 
 def test_missing_file_is_down_with_its_path(tmp_path):
     with pytest.raises(HRError) as err:
-        ExportFileConnector(tmp_path / "absent.csv", today=TODAY).find(user_name="zhang.wei")
+        ExportFileConnector(tmp_path / "absent.csv").find(user_name="zhang.wei")
     assert err.value.kind == "down"
     assert "absent.csv" in err.value.detail
 
@@ -90,7 +90,7 @@ def test_csv_without_key_columns_is_down_naming_them(tmp_path):
     path = tmp_path / "hr.csv"
     path.write_text("name,dept\nzhang.wei,研发部\n", encoding="utf-8")
     with pytest.raises(HRError) as err:
-        ExportFileConnector(path, today=TODAY).find(user_name="zhang.wei")
+        ExportFileConnector(path).find(user_name="zhang.wei")
     assert err.value.kind == "down"
     assert "user_name" in err.value.detail and "employee_number" in err.value.detail
 
@@ -99,7 +99,7 @@ def test_non_utf8_file_is_down(tmp_path):
     path = tmp_path / "hr.csv"
     path.write_bytes((HEADER + ROW + "\n").encode("gbk"))
     with pytest.raises(HRError) as err:
-        ExportFileConnector(path, today=TODAY).find(user_name="zhang.wei")
+        ExportFileConnector(path).find(user_name="zhang.wei")
     assert err.value.kind == "down"
     assert "UTF-8" in err.value.detail
 
@@ -109,7 +109,7 @@ def test_yaml_that_is_not_a_list_of_employees_is_down(tmp_path, text):
     path = tmp_path / "hr.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(HRError) as err:
-        ExportFileConnector(path, today=TODAY).find(user_name="zhang.wei")
+        ExportFileConnector(path).find(user_name="zhang.wei")
     assert err.value.kind == "down"
 
 

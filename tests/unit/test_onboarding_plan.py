@@ -159,13 +159,30 @@ def test_links_the_model_adds_are_caught():
 
 
 def test_the_fallback_welcome_says_only_the_facts():
+    start = f"{START.year}年{START.month}月{START.day}日"
     assert fallback_welcome(FACTS) == (
-        f"欢迎加入研发，王小明！你的岗位是SRE，入职日期 {START}。你的直属上级是李雷。"
+        f"欢迎加入研发，王小明！你的岗位是SRE，入职日期是{start}。你的直属上级是李雷。"
         "下面是你第一周的任务和需要用到的系统指南，看完请点「确认」。"
     )
     no_manager = Facts("e2", "小李", "市场", "专员", LATER)
     assert "上级" not in fallback_welcome(no_manager)
     assert "manager" not in no_manager.as_prompt_dict()
+
+
+@pytest.mark.parametrize(
+    ("department", "role", "manager", "opening"),
+    [
+        ("研发", "", "李雷", "欢迎加入研发，王小明！你的入职日期是{start}。你的直属上级是李雷。"),
+        ("", "SRE", None, "欢迎你，王小明！你的岗位是SRE，入职日期是{start}。"),
+        ("", "  ", "", "欢迎你，王小明！你的入职日期是{start}。"),
+    ],
+    ids=["no-title", "no-department-no-manager", "nothing-but-the-date"],
+)
+def test_the_fallback_welcome_drops_the_clause_of_an_empty_field(department, role, manager, opening):
+    text = fallback_welcome(Facts("e1", "王小明", department, role, START, manager))
+    start = f"{START.year}年{START.month}月{START.day}日"
+    assert text == opening.format(start=start) + "下面是你第一周的任务和需要用到的系统指南，看完请点「确认」。"
+    assert "是，" not in text and "是。" not in text and "加入，" not in text
 
 
 @pytest.mark.parametrize(

@@ -37,9 +37,10 @@ from ernie_ops.onboarding.service import (
     welcome_messages,
     welcome_writer,
 )
+from ernie_ops.onboarding.window import OnboardingOver
 from tests.harness.dates import day
 
-TODAY = day(0)  # the connector's today; every start date below is relative to it
+TODAY = day(0)  # the service's today; every start date below is relative to it
 START = day(5)  # zhang.wei's, still to come: accepted
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
 ZHANG = f"zhang.wei,E1001,张伟,研发,SRE,李娜,{START}"
@@ -96,11 +97,11 @@ def make_cfg(tmp_path: Path, templates=TEMPLATES, **hr) -> config.OnboardingConf
     )
 
 
-def helper(tmp_path: Path, writer=None, cfg=None, log=None, find=None) -> Onboarding:
+def helper(tmp_path: Path, writer=None, cfg=None, log=None, find=None, today=TODAY) -> Onboarding:
     cfg = cfg or make_cfg(tmp_path)
     if find is None:
-        find = finder(connector_for(cfg.hr, {}, today=TODAY), cfg.hr.lookup)
-    return Onboarding(cfg, find, log or PushLog(cfg.push_log), writer or Writer())
+        find = finder(connector_for(cfg.hr, {}), cfg.hr.lookup)
+    return Onboarding(cfg, find, log or PushLog(cfg.push_log), writer or Writer(), today=lambda: today)
 
 
 def rows_in_log(tmp_path: Path) -> list[tuple]:
@@ -257,6 +258,79 @@ def test_another_login_cannot_confirm_this_employees_item(tmp_path):
     assert [r for r in rows_in_log(tmp_path) if r[0] == "zhang.wei" and r[4] is not None] == []
 
 
+# ---- the onboarding window: pre-boarding, the start day .. start + active_days, then over --------------------
+
+
+def zhang_starting(days_from_today: int) -> str:
+    return f"zhang.wei,E1001,张伟,研发,SRE,李娜,{day(days_from_today)}"
+
+
+@pytest.mark.parametrize("start", [5, 0, -1, -2, -30], ids=["pre-boarding", "start-day", "day-2", "day-3", "last-day-of-30"])
+def test_the_helper_serves_from_before_the_start_through_the_last_day_of_the_window(tmp_path, start):
+    write_csv(tmp_path, zhang_starting(start))
+    cfg = make_cfg(tmp_path)
+    assert cfg.active_days == 30  # the default the last case is written for
+    opened = run(helper(tmp_path, cfg=cfg).open("zhang.wei"))
+    assert opened.facts.start_date == day(start)
+    assert opened.new == len(opened.items) == len(build_plan(opened.facts, cfg.templates).items)
+
+
+def test_day_2_shows_the_items_already_pushed_with_their_confirmations(tmp_path):
+    """Pushed and one confirmed the day before the start (pre-boarding); on day 2 the same items, still confirmed."""
+    write_csv(tmp_path, zhang_starting(-1))
+    before = helper(tmp_path, today=day(-2))
+    items = run(before.open("zhang.wei")).items
+    run(before.confirm("zhang.wei", items[1].item_id))
+    day2 = run(helper(tmp_path).open("zhang.wei"))
+    assert day2.new == 0 and [i.item_id for i in day2.items] == [i.item_id for i in items]
+    assert [i.item_id for i in day2.items if i.confirmed] == [items[1].item_id]
+
+
+def test_after_a_restart_an_item_pushed_before_the_start_is_confirmed_inside_the_window(tmp_path):
+    write_csv(tmp_path, zhang_starting(-5))
+    items = run(helper(tmp_path, today=day(-7)).open("zhang.wei")).items  # pushed in pre-boarding
+    restarted = helper(tmp_path)  # a new process, 5 days after the start: nothing opened in it yet
+    done = run(restarted.confirm("zhang.wei", items[2].item_id))
+    assert done.confirmed and done.employee == "zhang.wei"
+
+
+@pytest.mark.parametrize(("active_days", "start"), [(30, -31), (30, -2000), (0, -1), (7, -8)])
+def test_the_day_after_the_window_says_politely_that_onboarding_is_over_and_pushes_nothing(tmp_path, active_days, start):
+    write_csv(tmp_path, zhang_starting(start))
+    writer = Writer()
+    cfg = make_cfg(tmp_path).model_copy(update={"active_days": active_days})
+    with pytest.raises(OnboardingOver) as err:
+        run(helper(tmp_path, writer, cfg=cfg).open("zhang.wei"))
+    last = day(start + active_days)
+    assert err.value.window.last_day == last
+    assert err.value.message.startswith(f"张伟，你好！你的入职引导已于{last.year}年{last.month}月{last.day}日结束")
+    assert "请联系你的直属上级李娜" in err.value.message
+    assert writer.calls == [] and rows_in_log(tmp_path) == []
+
+
+def test_without_a_manager_the_over_sentence_sends_them_to_hr(tmp_path):
+    write_csv(tmp_path, f"li.lei,E1002,李雷,市场,专员,,{day(-31)}")
+    with pytest.raises(OnboardingOver) as err:
+        run(helper(tmp_path).open("li.lei"))
+    assert "请联系人事部门" in err.value.message and "直属上级" not in err.value.message
+    assert "please ask HR" in err.value.message
+
+
+def test_confirming_after_the_window_is_refused_with_the_over_sentence(tmp_path):
+    write_csv(tmp_path, zhang_starting(-31))
+    items = run(helper(tmp_path, today=day(-1)).open("zhang.wei")).items  # the last day of the window
+    with pytest.raises(OnboardingOver):
+        run(helper(tmp_path).confirm("zhang.wei", items[1].item_id))  # the day after, in a new process
+    clock = [day(-1)]
+    late = Onboarding(make_cfg(tmp_path), finder(connector_for(make_cfg(tmp_path).hr, {}), "userName"),
+                      PushLog(tmp_path / "push.sqlite"), Writer(), today=lambda: clock[0])  # fmt: skip
+    run(late.open("zhang.wei"))
+    clock[0] = TODAY  # the page was left open past midnight: the 确认 button says it is over too
+    with pytest.raises(OnboardingOver):
+        run(late.confirm("zhang.wei", items[1].item_id))
+    assert [r for r in rows_in_log(tmp_path) if r[4] is not None] == []
+
+
 # ---- bad input: nothing pushed -------------------------------------------------------------------------
 
 
@@ -266,7 +340,6 @@ def test_another_login_cannot_confirm_this_employees_item(tmp_path):
         (None, "down"),  # no export file
         ([LI], "not_found"),
         ([f"zhang.wei,E1001,张伟,,SRE,李娜,{START}"], "incomplete"),
-        ([f"zhang.wei,E1001,张伟,研发,SRE,李娜,{day(-2)}"], "bad_date"),  # in the past
         (["zhang.wei,E1001,张伟,研发,SRE,李娜,下周一"], "bad_date"),  # unknown format
     ],
 )
@@ -342,7 +415,33 @@ def test_a_refused_welcome_is_replaced_by_the_fallback(tmp_path, text, caplog):
 
 
 @pytest.mark.parametrize(
-    "text", ["欢迎！邮箱在 https://mail.example.com 可以登录。", "欢" * MAX_WELCOME_CHARS], ids=["guide-url", "at-limit"]
+    ("text", "reason"),
+    [
+        ("欢迎张伟加入市场部！期待与你共事。", "names the department '市场部', the record's is '研发'"),
+        ("欢迎张伟加入研发，月薪五万，期待与你共事。", "holds '五万', a number that is not among the facts"),
+        ("欢迎张伟！你的直属上级是王芳。", "names the manager '王芳', the record's is '李娜'"),
+        (f"欢迎张伟！{day(6).month}月{day(6).day}日见。", f"the start date is {START}"),
+        ("欢迎！你的同事们在市场等你。", "names the department '市场'"),  # a department the templates know
+    ],
+    ids=["wrong-department", "invented-salary", "wrong-manager", "wrong-date", "template-department"],
+)
+def test_a_welcome_that_says_what_the_record_does_not_is_replaced_and_the_reason_logged(tmp_path, text, reason, caplog):
+    write_csv(tmp_path, ZHANG)
+    with caplog.at_level(logging.WARNING, logger="ernie_ops.onboarding.service"):
+        opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
+    assert opened.fallback_welcome_used and opened.items[0].content == fallback_welcome(opened.facts)
+    assert "fallback welcome for zhang.wei: the model's welcome " in caplog.text and reason in caplog.text, caplog.text
+    assert rows_in_log(tmp_path)[0][3] == fallback_welcome(opened.facts)  # what is stored for good
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "欢迎！邮箱在 https://mail.example.com 可以登录。",
+        "欢" * MAX_WELCOME_CHARS,
+        f"欢迎张伟加入研发部！你将于{START.month}月{START.day}日入职，直属上级是李娜。",
+    ],
+    ids=["guide-url", "at-limit", "the-records-own-facts"],
 )
 def test_a_welcome_within_the_rules_is_kept(tmp_path, text):
     write_csv(tmp_path, ZHANG)
