@@ -178,6 +178,7 @@ def upload_summary(outcomes: list[ingest.Outcome]) -> tuple[str, list[str]]:
     parts = []
     for o in done:
         size = f"{o.pages} 页 pages, " if o.pages else ""
-        parts.append(f"{o.name} ({size}{o.chunks} 段 passages)")
+        scanned = f"; {ingest.no_text_layer_zh(o.empty_pages)} / {ingest.no_text_layer(o.empty_pages)}" if o.empty_pages else ""
+        parts.append(f"{o.name} ({size}{o.chunks} 段 passages{scanned})")
     line = ("已索引 / Indexed: " + "; ".join(parts)) if parts else ""
     return line, [o.error for o in outcomes if o.action == "failed"]
