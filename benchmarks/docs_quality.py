@@ -299,8 +299,22 @@ def conversation_turns(answerable: Sequence[Question]) -> list[Turn]:
     return [Turn(answerable[i - 1].q if i else "", q) for i, q in enumerate(answerable)]
 
 
-def follow_up_table(index: Index, cfg: DocsConfig, follow_ups: Sequence[Turn], switches: Sequence[Turn], answerable: Sequence[Question]):
-    """The follow-up table (rich): recall@3 and answered@3 before/after, per set and language; and the scores."""
+def refused_in_a_row(retriever: Retriever, unanswerable: Sequence[Question], answerable: Sequence[Question]) -> tuple[float, float]:
+    """Share of the unanswerable questions the gate refuses alone, and asked after a golden question (the i-th after
+    the i-th): a history must not let more of them through."""
+    before = sum(not retriever.search(q.q, Scope()).answerable for q in unanswerable)
+    after = sum(
+        not retriever.search(q.q, Scope(), previous=(answerable[i % len(answerable)].q,)).answerable for i, q in enumerate(unanswerable)
+    )
+    return before / len(unanswerable), after / len(unanswerable)
+
+
+def follow_up_table(
+    index: Index, cfg: DocsConfig, follow_ups: Sequence[Turn], switches: Sequence[Turn], answerable: Sequence[Question],
+    unanswerable: Sequence[Question] = (),
+):  # fmt: skip
+    """The follow-up table (rich): recall@3 and answered@3 before/after, per set and language (with unanswerable
+    questions: the share refused, as "refused before/after" in the caption); and the scores ("refused": the pair)."""
     from rich.table import Table
 
     retriever = Retriever(index, cfg)
@@ -318,6 +332,13 @@ def follow_up_table(index: Index, cfg: DocsConfig, follow_ups: Sequence[Turn], s
         for lang in (*LANGS, "all"):
             s = by_lang[lang]
             t.add_row(name, lang, str(s.n), _fmt(s.r3_before), _fmt(s.r3_after), _fmt(s.answered_before), _fmt(s.answered_after))
+    if unanswerable:
+        before, after = refused_in_a_row(retriever, unanswerable, answerable)
+        scores["refused"] = (before, after)  # type: ignore[assignment]
+        t.caption = (
+            f"unanswerable questions ({len(unanswerable)}) after a golden question: refused before {_fmt(before)}, after {_fmt(after)}"
+        )
+        t.caption_justify = "left"
     return t, scores
 
 
@@ -499,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
 
         follow_ups, switches = load_turns(corpus)
         product = build_index(Path(tmp) / "product.sqlite", corpus, cfg.tokenizer, cfg.chunk_chars, cfg.overlap_chars)
-        con.print(follow_up_table(product, cfg, follow_ups, switches, answerable)[0])
+        con.print(follow_up_table(product, cfg, follow_ups, switches, answerable, unanswerable)[0])
         product.close()
 
         cov_a = {q.q: best_coverage(index, q.q, cfg.top_k) for q in answerable}

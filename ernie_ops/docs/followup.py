@@ -32,6 +32,7 @@ REFER_EN = frozenset(_REFER_EN.split())
 OPEN_ZH = ("那", "那么", "还有", "另外", "如果", "要是", "那如果")
 OPEN_EN = (("and",), ("what", "about"), ("how", "about"), ("what", "if"), ("also",), ("then",), ("but",))
 RELATIVE_EN = frozenset(("that", "which"))  # after a noun they start a relative clause
+EXISTENTIAL_EN = frozenset(("is", "are", "was", "were", "be"))  # "is there", "are there"
 CLOSE_ZH = "呢"  # "Mac 上呢？": the same question about something else
 # Question and helper words that say nothing about the subject (besides tokens.STOP_WORDS).
 _FILLER = (
@@ -67,6 +68,8 @@ def refers_back(message: str) -> bool:
     for i, w in enumerate(ws):
         if w in RELATIVE_EN and i and _is_content(ws[i - 1]):
             continue  # "a computer that has a virus": a relative clause, not a pointer back
+        if w == "there" and i and ws[i - 1] in EXISTENTIAL_EN:
+            continue  # "Is there a dress code?": nothing is pointed at
         if w in REFER_ZH or w in REFER_EN:
             return True
     text = message.strip(" \t\n？?。.!！")

@@ -28,7 +28,8 @@ def test_a_message_that_leans_on_the_previous_question_is_a_follow_up(message):
     "message",
     ["年假", "病假需要什么证明", "这个月的彩色打印额度是多少页", "How do I connect to the VPN from Ubuntu?",
      "Is it OK to write customer phone numbers to the log?", "Should I shut down a computer that has a virus?",
-     "Is it possible to get admin rights on my Mac?", "Where should a service keep its database password?"],
+     "Is it possible to get admin rights on my Mac?", "Where should a service keep its database password?",
+     "Is there a dress code in the office?"],
 )  # fmt: skip
 def test_a_self_contained_question_is_searched_alone(message):
     assert not followup.is_follow_up(message)
