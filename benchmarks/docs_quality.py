@@ -16,7 +16,10 @@ Tables:
 1. tokenizers at the product's chunk size: recall@1, recall@3, MRR, overall and per language;
 2. chunk size/overlap sweep for the best tokenizer (by recall@3 then MRR);
 3. with --embeddings URL MODEL: dense alone and reciprocal-rank fusion (retrieve.Retriever's way) next to lexical;
-4. relevance-gate calibration: for thresholds on the best passage's Hit.coverage (among the top_k the chat app
+4. questions in a conversation (the product's defaults): the golden follow-ups (each after its previous question),
+   topic switches, and the golden questions asked one after another: recall@3 and answered (past the gate, in the
+   top 3) of the newest message searched alone ("before") and with the conversation (Retriever.search's `previous`);
+5. relevance-gate calibration: for thresholds on the best passage's Hit.coverage (among the top_k the chat app
    retrieves), the share of answerable questions kept and of unanswerable ones refused, and a suggested threshold.
 
 The functions here are shared with tests/unit/test_docs_quality.py (the quality gate).
@@ -43,6 +46,7 @@ from ernie_ops.docs.chunk import chunk
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.fusion import rrf
 from ernie_ops.docs.model import Extracted, Hit
+from ernie_ops.docs.retrieve import Retriever
 from ernie_ops.docs.store import Index, Scope
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -95,17 +99,44 @@ def load_golden(corpus: Sequence[Document], path: Path = GOLDEN) -> tuple[list[Q
     texts = {d.name: "\n".join(s.text for s in d.extracted.sections) for d in corpus}
     answerable = []
     for item in raw["questions"]:
-        docs = tuple(item["doc"]) if isinstance(item["doc"], list) else (item["doc"],)
-        answers = tuple(str(a) for a in item["answer"])
-        for name in docs:
-            if name not in texts:
-                raise GoldenError(f"{path.name}: question {item['q']!r} names {name}, which is not in {CORPUS}")
-        for a in answers:
-            if not any(a in texts[name] for name in docs):
-                raise GoldenError(f"{path.name}: question {item['q']!r}: answer {a!r} occurs in none of {', '.join(docs)}")
+        docs, answers = _check_answers(path, item, texts)
         answerable.append(Question(str(item["q"]), item["lang"], docs, answers))
     unanswerable = [Question(str(item["q"]), item["lang"]) for item in raw["unanswerable"]]
     return answerable, unanswerable
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A question asked after another in the same conversation (golden follow_ups and topic_switches)."""
+
+    prev: str
+    question: Question
+
+
+def _check_answers(path: Path, item: dict, texts: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    docs = tuple(item["doc"]) if isinstance(item["doc"], list) else (item["doc"],)
+    answers = tuple(str(a) for a in item["answer"])
+    for name in docs:
+        if name not in texts:
+            raise GoldenError(f"{path.name}: question {item['q']!r} names {name}, which is not in {CORPUS}")
+    for a in answers:
+        if not any(a in texts[name] for name in docs):
+            raise GoldenError(f"{path.name}: question {item['q']!r}: answer {a!r} occurs in none of {', '.join(docs)}")
+    return docs, answers
+
+
+def load_turns(corpus: Sequence[Document], path: Path = GOLDEN) -> tuple[list[Turn], list[Turn]]:
+    """(follow_ups, topic_switches): each question with the one asked before it; GoldenError as load_golden."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    texts = {d.name: "\n".join(s.text for s in d.extracted.sections) for d in corpus}
+    out = []
+    for section in ("follow_ups", "topic_switches"):
+        turns = []
+        for item in raw.get(section) or []:
+            docs, answers = _check_answers(path, item, texts)
+            turns.append(Turn(str(item["prev"]), Question(str(item["q"]), item["lang"], docs, answers)))
+        out.append(turns)
+    return out[0], out[1]
 
 
 def chunked(corpus: Sequence[Document], size: int, overlap: int) -> dict[str, list]:
@@ -226,6 +257,89 @@ def calibrate(
 def suggest(rows: Sequence[GateRow]) -> GateRow:
     """The threshold with the best balanced accuracy (kept + refused) / 2; among equals the lowest (prefer answering)."""
     return max(rows, key=lambda r: (round(r.balanced, 6), -r.threshold))
+
+
+@dataclass(frozen=True)
+class TurnScores:
+    n: int
+    r3_before: float  # recall@3 of the newest message searched alone (what retrieval did before follow-ups)
+    r3_after: float  # recall@3 with the conversation (Retriever.search's `previous`)
+    answered_before: float  # past the relevance gate AND answered in the top 3
+    answered_after: float
+
+
+def turn_ranks(retriever: Retriever, turns: Sequence[Turn], k: int) -> dict[str, list[tuple[int | None, bool]]]:
+    """Per turn, (answer rank, gate passed) for the message alone ("before") and with its previous question ("after")."""
+    out: dict[str, list[tuple[int | None, bool]]] = {"before": [], "after": []}
+    for t in turns:
+        for key, previous in (("before", ()), ("after", (t.prev,))):
+            found = retriever.search(t.question.q, Scope(), k=k, previous=previous)
+            out[key].append((answer_rank(found.ranked, t.question), found.answerable))
+    return out
+
+
+def turn_scores(retriever: Retriever, turns: Sequence[Turn], k: int) -> dict[str, TurnScores]:
+    """TurnScores overall ("all") and per language."""
+    ranks = turn_ranks(retriever, turns, k)
+    out = {}
+    for lang in (*LANGS, "all"):
+        idx = [i for i, t in enumerate(turns) if lang in ("all", t.question.lang)]
+        n = len(idx) or 1
+
+        def share(key: str, gated: bool, idx: list[int] = idx, n: int = n) -> float:
+            return sum(1 for i in idx if (r := ranks[key][i][0]) is not None and r <= 3 and (ranks[key][i][1] or not gated)) / n
+
+        out[lang] = TurnScores(len(idx), share("before", False), share("after", False), share("before", True), share("after", True))
+    return out
+
+
+def conversation_turns(answerable: Sequence[Question]) -> list[Turn]:
+    """The golden questions asked one after another (each after the one listed before it): self-contained questions
+    in a conversation, mostly a change of subject, which the history must not make worse."""
+    return [Turn(answerable[i - 1].q if i else "", q) for i, q in enumerate(answerable)]
+
+
+def refused_in_a_row(retriever: Retriever, unanswerable: Sequence[Question], answerable: Sequence[Question]) -> tuple[float, float]:
+    """Share of the unanswerable questions the gate refuses alone, and asked after a golden question (the i-th after
+    the i-th): a history must not let more of them through."""
+    before = sum(not retriever.search(q.q, Scope()).answerable for q in unanswerable)
+    after = sum(
+        not retriever.search(q.q, Scope(), previous=(answerable[i % len(answerable)].q,)).answerable for i, q in enumerate(unanswerable)
+    )
+    return before / len(unanswerable), after / len(unanswerable)
+
+
+def follow_up_table(
+    index: Index, cfg: DocsConfig, follow_ups: Sequence[Turn], switches: Sequence[Turn], answerable: Sequence[Question],
+    unanswerable: Sequence[Question] = (),
+):  # fmt: skip
+    """The follow-up table (rich): recall@3 and answered@3 before/after, per set and language (with unanswerable
+    questions: the share refused, as "refused before/after" in the caption); and the scores ("refused": the pair)."""
+    from rich.table import Table
+
+    retriever = Retriever(index, cfg)
+    sets = {
+        "follow-ups": follow_ups,
+        "topic switches": switches,
+        "golden questions in a row": conversation_turns(answerable),
+    }
+    scores = {name: turn_scores(retriever, turns, cfg.top_k) for name, turns in sets.items()}
+    t = Table(title=f"Questions in a conversation (top_k {cfg.top_k}, recall@3; answered = past the gate and in the top 3)",
+              title_justify="left")  # fmt: skip
+    for c in ("set", "lang", "n", "R@3 before", "R@3 after", "answered before", "answered after"):
+        t.add_column(c, justify="right" if c not in ("set", "lang") else "left")
+    for name, by_lang in scores.items():
+        for lang in (*LANGS, "all"):
+            s = by_lang[lang]
+            t.add_row(name, lang, str(s.n), _fmt(s.r3_before), _fmt(s.r3_after), _fmt(s.answered_before), _fmt(s.answered_after))
+    if unanswerable:
+        before, after = refused_in_a_row(retriever, unanswerable, answerable)
+        scores["refused"] = (before, after)  # type: ignore[assignment]
+        t.caption = (
+            f"unanswerable questions ({len(unanswerable)}) after a golden question: refused before {_fmt(before)}, after {_fmt(after)}"
+        )
+        t.caption_justify = "left"
+    return t, scores
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -403,6 +517,11 @@ def main(argv: list[str] | None = None) -> int:
             dense_table.add_row(*_scores_row("dense", evaluate(dense, answerable)[0]))
             dense_table.add_row(*_scores_row(f"fused (rrf, dense weight {cfg.embeddings.weight:g})", evaluate(fused, answerable)[0]))
             con.print(dense_table)
+
+        follow_ups, switches = load_turns(corpus)
+        product = build_index(Path(tmp) / "product.sqlite", corpus, cfg.tokenizer, cfg.chunk_chars, cfg.overlap_chars)
+        con.print(follow_up_table(product, cfg, follow_ups, switches, answerable, unanswerable)[0])
+        product.close()
 
         cov_a = {q.q: best_coverage(index, q.q, cfg.top_k) for q in answerable}
         cov_u = {q.q: best_coverage(index, q.q, cfg.top_k) for q in unanswerable}

@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     ch.add_argument("--state-dir", help="Chainlit's writable app root (default: $STATE_DIRECTORY, else ~/.local/state/ernie-ops-chat)")
     ch.set_defaults(func=cmd_chat)
 
-    d = sub.add_parser("docs", help="the document Q&A index: add, sync, list, remove, search")
+    d = sub.add_parser("docs", help="the document Q&A index: add, sync, list, remove, search, embed")
     dsub = d.add_subparsers(dest="docs_command", required=True, parser_class=_Parser)
     da = dsub.add_parser("add", help="index files (a directory: every .pdf .md .txt .docx under it)")
     da.add_argument("paths", nargs="+", metavar="PATH")
@@ -179,8 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     ds = dsub.add_parser("search", help="the ranked passages for a question")
     ds.add_argument("question")
     ds.add_argument("-k", type=int, default=None, help="how many passages (default: chat.docs.top_k)")
-    for name, sp in (("add", da), ("sync", dsy), ("list", dl), ("remove", dr), ("search", ds)):
-        many = name in ("list", "search")
+    de = dsub.add_parser("embed", help="give the passages without a vector theirs (embeddings turned on after indexing); a rerun continues")
+    de.add_argument("--uploads", action="store_true", help="also the chat users' own uploads")
+    for name, sp in (("add", da), ("sync", dsy), ("list", dl), ("remove", dr), ("search", ds), ("embed", de)):
+        many = name in ("list", "search", "embed")
         sp.add_argument(
             "--collection", "-c", action="append" if many else None, default=None if many else "default",
             help="collection(s) to show or search (default: all)" if many else "the shared collection (default: 'default')",

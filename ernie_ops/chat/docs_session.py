@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ernie_ops.config import DocsConfig
-from ernie_ops.docs import ingest
+from ernie_ops.docs import followup, ingest
 from ernie_ops.docs.extract import check_size
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.retrieve import Retrieved, Retriever, allowed_collections
@@ -74,6 +74,7 @@ class DocsSession:
     def __init__(self, cfg: DocsConfig, user: str, conversation: str, embed=None):
         self.cfg, self.user, self.conversation, self.embed = cfg, user, conversation, embed
         self.picked: list[str] | None = None  # the user's choice in the chat settings; None: all allowed
+        self.asked: list[str] = []  # this conversation's questions so far, oldest first: a follow-up is searched with them
 
     # -- scope ------------------------------------------------------------------------------------
     def _allowed(self, index: Index) -> list[str]:
@@ -150,9 +151,13 @@ class DocsSession:
 
     # -- retrieval --------------------------------------------------------------------------------
     async def retrieve(self, question: str) -> Retrieved:
+        """The passages for the newest question; one that leans on the ones before ("那它保留多久？") is searched with them."""
+        previous = list(self.asked)
+        self.asked = [*self.asked, question][-followup.MAX_CONTEXT :]
+
         def run() -> Retrieved:
             with shared_index(self.cfg) as index:
-                return Retriever(index, self.cfg, self.embed).search(question, self.scope(index))
+                return Retriever(index, self.cfg, self.embed).search(question, self.scope(index), previous=previous)
 
         return await asyncio.to_thread(run)
 
@@ -173,6 +178,7 @@ def upload_summary(outcomes: list[ingest.Outcome]) -> tuple[str, list[str]]:
     parts = []
     for o in done:
         size = f"{o.pages} 页 pages, " if o.pages else ""
-        parts.append(f"{o.name} ({size}{o.chunks} 段 passages)")
+        scanned = f"; {ingest.no_text_layer_zh(o.empty_pages)} / {ingest.no_text_layer(o.empty_pages)}" if o.empty_pages else ""
+        parts.append(f"{o.name} ({size}{o.chunks} 段 passages{scanned})")
     line = ("已索引 / Indexed: " + "; ".join(parts)) if parts else ""
     return line, [o.error for o in outcomes if o.action == "failed"]

@@ -8,6 +8,7 @@ Modules, one job each:
 - `chunk`: sections -> passages at sentence ends in both scripts, with offsets.
 - `tokens`: the CJK-aware token text the index stores and the query terms it searches.
 - `store`: the SQLite index (documents, chunks, FTS5, optional vectors), scoped per collection/owner.
+- `followup`: whether a question leans on the ones before it in the conversation (then it is searched with them).
 - `embed`, `fusion`: the optional dense path (/v1/embeddings) and reciprocal-rank fusion.
 - `cite`: numbered passages for the prompt, markers placed after the sentences they support.
 """

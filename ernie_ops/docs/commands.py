@@ -1,4 +1,4 @@
-"""`ernie-ops docs add|sync|list|remove|search`: each a function over the index, returning data and lines.
+"""`ernie-ops docs add|sync|list|remove|search|embed`: each a function over the index, returning data and lines.
 
 The CLI prints `lines` (or `data` with --json) and exits 1 when `ok` is false (a file that could
 not be indexed; the others are indexed all the same). Writers run as the index's owner (`owner`).
@@ -44,16 +44,34 @@ def open_index(cfg: DocsConfig) -> Index:
     return Index(cfg.index_file, tokenizer=cfg.tokenizer)
 
 
-def _report(report: ingest.Report) -> Result:
-    lines = []
-    for o in report.outcomes:
-        if o.action == "failed":
-            continue
-        detail = f" ({o.kind}, {f'{o.pages} pages, ' if o.pages else ''}{o.chunks} passages)" if o.action in ("added", "replaced") else ""
-        lines.append(f"{o.action:<9} {o.name}{detail}")
+def _line(o: ingest.Outcome) -> str:
+    if o.embedded:
+        return f"{'embedded':<9} {o.name} ({o.embedded} of {o.chunks} passages given their vectors)"
+    if o.action not in ("added", "replaced"):
+        return f"{o.action:<9} {o.name}"
+    line = f"{o.action:<9} {o.name} ({o.kind}, {f'{o.pages} pages, ' if o.pages else ''}{o.chunks} passages)"
+    return line + (f"; {ingest.no_text_layer(o.empty_pages)}" if o.empty_pages else "")
+
+
+def _report(report: ingest.Report, nothing: str = "nothing to do") -> Result:
+    lines = [_line(o) for o in report.outcomes if o.action != "failed"]
     counts = {a: sum(o.action == a for o in report.outcomes) for a in ("added", "replaced", "unchanged", "removed", "failed")}
-    lines.append(", ".join(f"{n} {a}" for a, n in counts.items() if n) or "nothing to do")
+    summary = [f"{n} {a}" for a, n in counts.items() if n]
+    if embedded := sum(o.embedded for o in report.outcomes):
+        summary.append(f"{embedded} passages embedded in {sum(bool(o.embedded) for o in report.outcomes)} document(s)")
+    lines.append(", ".join(summary) or nothing)
     return Result(report.as_dict(), lines, [o.error for o in report.failed], ok=not report.failed)
+
+
+def _embed(index: Index, cfg: DocsConfig, collections: list[str] | None, uploads: bool) -> Result:
+    """Back-fill: vectors for the passages indexed while embeddings were off (or while the server was down)."""
+    embed = _embedder(cfg)
+    if embed is None:
+        raise UsageError("chat.docs.embeddings is off: set enabled: true, url and model there first, then run `ernie-ops docs embed`")
+    report = ingest.backfill(index, embed, collections, uploads)
+    result = _report(report, nothing="nothing to embed: every passage has its vector")
+    result.data["embedded"] = sum(o.embedded for o in report.outcomes)
+    return result
 
 
 COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -84,6 +102,8 @@ def run(cfg: DocsConfig, args: argparse.Namespace) -> Result:
             return _report(ingest.sync_dir(index, args.directory, cfg, args.collection, _embedder(cfg), check=args.check))
         if cmd == "list":
             return _list(index, args.collection, args.uploads)
+        if cmd == "embed":
+            return _embed(index, cfg, args.collection, args.uploads)
         if cmd == "remove":
             return _remove(index, args.collection, args.names, args.all)
         return _search(index, cfg, args.question, args.collection, args.k)

@@ -3,12 +3,13 @@ with a reason code and one sentence naming the file.
 
 Formats (the type is decided by the content, and must agree with the extension):
 - PDF (`%PDF` in the first KB): pypdf, the text layer page by page, one Section per page with its 1-based
-  number; pages without text are skipped. Measured on generated Chinese PDFs (tests/harness/doc_fixtures.py),
-  pypdf 7 extracts both font kinds exactly: an embedded TrueType subset (ToUnicode CMap) and the non-embedded
-  CID font STSong-Light (pypdf carries the UniGB-UCS2-H CMap), and mixed Chinese/English lines. pdfminer.six
-  does too, but it puts a blank line between lines and spaces between letter-spaced CJK glyphs, and on the
-  50-page English fixture it read ~6 pages/s against pypdf's ~60 (Chinese pages: about the same speed), so it
-  is not used. The one case where pypdf's plain mode goes wrong is a page drawn one text object per glyph
+  number; pages without text (no letter, digit or ideograph: a scan, or a blank page) are skipped and listed in
+  `Extracted.empty_pages`, which the ingest summary names ("scanned? run OCR first"). Measured on generated Chinese
+  PDFs (tests/harness/doc_fixtures.py), pypdf 7 extracts both font kinds exactly: an embedded TrueType subset
+  (ToUnicode CMap) and the non-embedded CID font STSong-Light (pypdf carries the UniGB-UCS2-H CMap), and mixed
+  Chinese/English lines. pdfminer.six does too, but it puts a blank line between lines and spaces between
+  letter-spaced CJK glyphs, and on the 50-page English fixture it read ~6 pages/s against pypdf's ~60 (Chinese pages: about
+  the same speed), so it is not used. The one case where pypdf's plain mode goes wrong is a page drawn one text object per glyph
   (some generators do this): it gives one character per line. Such a page (most lines one character long) is
   read again in pypdf's layout mode, which rebuilds the lines from glyph positions; the spaces layout mode puts
   between CJK glyphs are removed by the normalisation below.
@@ -377,12 +378,14 @@ def _pdf(data: bytes, name: str, limits: Limits) -> Extracted:
     count = len(reader.pages)
     if count > limits.max_pages:
         raise DocumentError(name, "too_large", f"has {count} pages, over the {limits.max_pages}-page limit; split it and upload the parts")
-    sections = []
+    sections, empty = [], []
     for number, page in enumerate(reader.pages, start=1):
         text = normalize(_page_text(page))
-        if text:
+        if _WORD_CHAR.search(text):
             sections.append(Section(text, page=number))
-    return Extracted("pdf", sections, pages=count)
+        else:
+            empty.append(number)
+    return Extracted("pdf", sections, pages=count, empty_pages=tuple(empty))
 
 
 def _page_text(page) -> str:

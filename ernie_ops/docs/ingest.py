@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,9 +41,16 @@ class Outcome:
     kind: str = ""
     error: str = ""
     reason: str = ""
+    empty_pages: list[int] = field(default_factory=list)  # PDF pages without a text layer (not indexed)
+    embedded: int = 0  # passages given their missing vectors (an unchanged file after embeddings were turned on)
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v not in ("", None)}
+        out = {k: v for k, v in asdict(self).items() if v not in ("", None) and k not in ("empty_pages", "embedded")}
+        if self.empty_pages:
+            out["empty_pages"] = list(self.empty_pages)
+        if self.embedded:
+            out["embedded"] = self.embedded
+        return out
 
 
 @dataclass
@@ -56,7 +63,7 @@ class Report:
 
     @property
     def changed(self) -> bool:
-        return any(o.action in ("added", "replaced", "removed") for o in self.outcomes)
+        return any(o.action in ("added", "replaced", "removed") or o.embedded for o in self.outcomes)
 
     def as_dict(self) -> dict:
         return {"ok": not self.failed, "changed": self.changed, "files": [o.as_dict() for o in self.outcomes]}
@@ -78,7 +85,17 @@ def index_bytes(
     sha = hashlib.sha256(data).hexdigest()
     old = index.find(name, collection, owner, conversation)
     if old is not None and old.sha256 == sha:
-        return Outcome(name, "unchanged", old.doc_id, old.chunks, old.pages, old.kind)
+        if check or embed is None:
+            return Outcome(name, "unchanged", old.doc_id, old.chunks, old.pages, old.kind)
+        try:  # embeddings may have been turned on since it was indexed: its passages get their vectors now
+            embedded = backfill_document(index, old.doc_id, embed)
+        except ErnieOpsError as exc:
+            return Outcome(
+                name, "failed", old.doc_id, old.chunks, old.pages, old.kind, reason=getattr(exc, "reason", "failed"),
+                error=f"{name}: unchanged and still searchable by its words, but its passages could not be embedded: {exc}; "
+                "sync again once the embedding server answers",
+            )  # fmt: skip
+        return Outcome(name, "unchanged", old.doc_id, old.chunks, old.pages, old.kind, embedded=embedded)
     if check:  # --check: what would change, judged by checksum only (nothing is read further, nothing written)
         return Outcome(name, "replaced" if old is not None else "added")
     extracted = isolate.extract_isolated(data, name, lim, timeout=cfg.extract_timeout_seconds, memory_mb=cfg.extract_memory_mb)
@@ -92,9 +109,72 @@ def index_bytes(
     )  # fmt: skip
     action = "replaced" if old is not None else "added"
     log.info(
-        "docs: %s %s (%s, %d passages) into %s%s", action, name, extracted.kind, len(chunks), collection, f" for {owner}" if owner else ""
+        "docs: %s %s (%s, %d passages%s) into %s%s", action, name, extracted.kind, len(chunks),
+        f"; {no_text_layer(extracted.empty_pages)}" if extracted.empty_pages else "", collection, f" for {owner}" if owner else "",
+    )  # fmt: skip
+    return Outcome(name, action, doc_id, len(chunks), extracted.pages, extracted.kind, empty_pages=list(extracted.empty_pages))
+
+
+SHOWN_PAGES = 10  # page numbers named in a summary line; more are counted
+
+
+def _page_list(pages: Sequence[int], sep: str) -> str:
+    shown = sep.join(map(str, pages[:SHOWN_PAGES]))
+    return shown + (f"{sep}… (+{len(pages) - SHOWN_PAGES})" if len(pages) > SHOWN_PAGES else "")
+
+
+def no_text_layer(empty: Sequence[int]) -> str:
+    """'3 pages without a text layer (pages 4, 7, 9): scanned? run OCR first' ('' for none)."""
+    if not empty:
+        return ""
+    many = len(empty) > 1
+    return (
+        f"{len(empty)} page{'s' if many else ''} without a text layer (page{'s' if many else ''} {_page_list(empty, ', ')}): "
+        "scanned? run OCR first"
     )
-    return Outcome(name, action, doc_id, len(chunks), extracted.pages, extracted.kind)
+
+
+def no_text_layer_zh(empty: Sequence[int]) -> str:
+    """'3 页没有文字层（第 4、7、9 页）：扫描件？请先做 OCR' ('' for none)."""
+    if not empty:
+        return ""
+    return f"{len(empty)} 页没有文字层（第 {_page_list(empty, '、')} 页）：扫描件？请先做 OCR"
+
+
+def backfill_document(index: Index, doc_id: int, embed: Embedder) -> int:
+    """Embed the document's passages that have no vector and store the vectors; how many. An EmbeddingError (the
+    server down) leaves the document as it was: the next sync or `docs embed` tries again."""
+    missing = index.missing_vectors(doc_id)
+    if not missing:
+        return 0
+    vectors = embed([text for _, text in missing])
+    return index.add_vectors(doc_id, [(cid, v) for (cid, _), v in zip(missing, vectors, strict=True)])
+
+
+def backfill(index: Index, embed: Embedder, collections: list[str] | None = None, uploads: bool = False) -> Report:
+    """Give every passage without a vector its vector (embeddings turned on after the documents were indexed):
+    the shared documents of `collections` (None: all), and the chat uploads too with `uploads`. One outcome per
+    document that had passages to embed; document by document, each in its own transaction, so an embedding
+    server that fails halfway keeps what was done and a rerun continues with the rest. The first EmbeddingError
+    stops the run (every further document would wait for the same dead server): that document is "failed"."""
+    report = Report()
+    docs = index.documents() if uploads else index.documents(Scope(collections=collections))
+    docs = [d for d in docs if collections is None or d.collection in collections]
+    for i, doc in enumerate(docs):
+        try:
+            n = backfill_document(index, doc.doc_id, embed)
+        except ErnieOpsError as exc:
+            report.outcomes.append(
+                Outcome(
+                    doc.name, "failed", doc.doc_id, reason=getattr(exc, "reason", "failed"),
+                    error=f"{doc.name}: not embedded: {exc}; stopped here, {len(docs) - i - 1} more document(s) not tried "
+                    "(the vectors stored so far are kept): run `ernie-ops docs embed` again once the server answers",
+                )
+            )  # fmt: skip
+            break
+        if n:
+            report.outcomes.append(Outcome(doc.name, "unchanged", doc.doc_id, doc.chunks, doc.pages, doc.kind, embedded=n))
+    return report
 
 
 def _attempt(name: str, fn: Callable[[], Outcome]) -> Outcome:

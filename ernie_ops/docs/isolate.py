@@ -147,13 +147,15 @@ def extracted_to_json(extracted: Extracted) -> dict:
         "kind": extracted.kind,
         "pages": extracted.pages,
         "encoding": extracted.encoding,
+        "empty_pages": list(extracted.empty_pages),
         "sections": [{"text": s.text, "page": s.page, "heading": list(s.heading)} for s in extracted.sections],
     }
 
 
 def extracted_from_json(obj: dict) -> Extracted:
     sections = [Section(str(s["text"]), page=s["page"], heading=tuple(str(h) for h in s["heading"])) for s in obj["sections"]]
-    return Extracted(str(obj["kind"]), sections, pages=obj["pages"], encoding=obj.get("encoding"))
+    empty = tuple(int(n) for n in obj.get("empty_pages") or ())
+    return Extracted(str(obj["kind"]), sections, pages=obj["pages"], encoding=obj.get("encoding"), empty_pages=empty)
 
 
 # ----------------------------------------------------------------------------------------------- child

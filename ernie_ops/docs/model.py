@@ -23,6 +23,7 @@ class Extracted:
     sections: list[Section]
     pages: int | None = None  # PDF page count
     encoding: str | None = None  # text and Markdown: the encoding the bytes were decoded with (utf-8, gb18030...)
+    empty_pages: tuple[int, ...] = ()  # PDF: the 1-based pages without a text layer (scanned?), skipped
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,9 @@ Vectors (optional): a vec0 table created at the first add with vectors (dimensio
 distance), with a metadata column `scope` ('s:<collection>' for shared passages, 'p:<json [owner,
 conversation]>' for private ones). search_dense filters on it inside the KNN query (`scope IN (...)`,
 supported by sqlite-vec 0.1.9), so the k nearest are the k nearest the caller may see. Hit.score =
-1 - cosine distance. sqlite-vec is loaded only when vectors are used; a Python whose sqlite3 cannot
+1 - cosine distance. Passages indexed while embeddings were off have no vector: missing_vectors/add_vectors give them
+theirs later (ingest's back-fill), in the document's scope, skipping passages replaced meanwhile. sqlite-vec is
+loaded only when vectors are used; a Python whose sqlite3 cannot
 load extensions gets a StoreError then (lexical search keeps working).
 """
 
@@ -284,6 +286,11 @@ def _scope_sql(scope: Scope) -> tuple[str, list]:
         parts.append("(d.owner = ? AND d.conversation IS ?)")
         params += [scope.owner, scope.conversation]
     return ("(" + " OR ".join(parts) + ")" if parts else "0"), params
+
+
+def _with_vectors(conn: sqlite3.Connection, doc_id: int) -> set[int]:
+    """The document's passages that have a vector (the vec table exists and sqlite-vec is loaded)."""
+    return {r[0] for r in conn.execute("SELECT c.id FROM chunks c JOIN vec v ON v.chunk_id = c.id WHERE c.doc_id = ?", (doc_id,))}
 
 
 def _fold(text: str) -> str:
@@ -548,25 +555,62 @@ class Index:
             conn.executemany("INSERT INTO fts (rowid, tokens) VALUES (?, ?)", zip(ids, token_texts, strict=True))
             _adjust_terms(conn, counts, +1)
             if vectors is not None and vectors:
-                dim = self._dimension()
-                if dim is None:
-                    dim = len(vectors[0])
-                    if dim < 1:
-                        raise StoreError(f"{name}: an empty vector; check the embedding model")
-                    conn.execute(
-                        "CREATE VIRTUAL TABLE vec USING vec0 "
-                        f"(chunk_id INTEGER PRIMARY KEY, scope TEXT, embedding float[{dim}] distance_metric=cosine)"
-                    )
-                    conn.execute("INSERT INTO meta VALUES ('dimension', ?)", (str(dim),))
                 scope = f"s:{collection}" if owner is None else _private_key(owner, conversation)
-                conn.executemany(
-                    "INSERT INTO vec (chunk_id, scope, embedding) VALUES (?, ?, ?)",
-                    (
-                        (cid, scope, _vec_blob(v, dim, f"{name}: vector {i + 1}"))
-                        for i, (cid, v) in enumerate(zip(ids, vectors, strict=True))
-                    ),
-                )
+                self._insert_vectors(conn, name, scope, list(zip(ids, vectors, strict=True)))
             return doc_id
+
+    def _insert_vectors(self, conn: sqlite3.Connection, name: str, scope: str, pairs: Sequence[tuple[int, Sequence[float]]]) -> None:
+        """Store (chunk id, vector) pairs of one document (its vec `scope`); the vec table is created at the first."""
+        dim = self._dimension()
+        if dim is None:
+            dim = len(pairs[0][1])
+            if dim < 1:
+                raise StoreError(f"{name}: an empty vector; check the embedding model")
+            conn.execute(
+                "CREATE VIRTUAL TABLE vec USING vec0 "
+                f"(chunk_id INTEGER PRIMARY KEY, scope TEXT, embedding float[{dim}] distance_metric=cosine)"
+            )
+            conn.execute("INSERT INTO meta VALUES ('dimension', ?)", (str(dim),))
+        conn.executemany(
+            "INSERT INTO vec (chunk_id, scope, embedding) VALUES (?, ?, ?)",
+            ((cid, scope, _vec_blob(v, dim, f"{name}: vector {i + 1}")) for i, (cid, v) in enumerate(pairs)),
+        )
+
+    def missing_vectors(self, doc_id: int) -> list[tuple[int, str]]:
+        """(chunk id, text) of the document's passages that have no vector, in document order (all of them while the
+        index holds no vectors at all: embeddings were off when it was built)."""
+        with self._lock:
+            dense = self._dimension() is not None
+            if dense:
+                self._load_vec()
+            with self._read() as conn:
+                rows = conn.execute(
+                    "SELECT c.id, t.text FROM chunks c JOIN texts t ON t.id = c.id WHERE c.doc_id = ? ORDER BY c.ord", (doc_id,)
+                ).fetchall()
+                if not dense or not rows:
+                    return rows
+                have = _with_vectors(conn, doc_id)
+        return [r for r in rows if r[0] not in have]
+
+    def add_vectors(self, doc_id: int, pairs: Sequence[tuple[int, Sequence[float]]]) -> int:
+        """Store vectors for passages of a document that lack one (a back-fill); how many were stored. Passages gone
+        since (the document was replaced or removed meanwhile) or given a vector meanwhile are skipped."""
+        if not pairs:
+            return 0
+        self._load_vec()
+        with self._write() as conn:
+            row = conn.execute("SELECT name, collection, owner, conversation FROM documents WHERE id = ?", (doc_id,)).fetchone()
+            if row is None:
+                return 0
+            name, collection, owner, conversation = row
+            alive = {r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id = ?", (doc_id,))}
+            if self._dimension() is not None:
+                alive -= _with_vectors(conn, doc_id)
+            todo = [(cid, v) for cid, v in pairs if cid in alive]
+            if todo:
+                scope = f"s:{collection}" if owner is None else _private_key(owner, conversation)
+                self._insert_vectors(conn, name, scope, todo)
+            return len(todo)
 
     def remove(self, doc_id: int) -> bool:
         """Remove a document with its passages, FTS rows and vectors; False if there was none."""

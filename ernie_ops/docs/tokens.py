@@ -241,6 +241,22 @@ def query_terms(text: str, tokenizer: str, *, limit: int = MAX_QUERY_TERMS) -> l
     return list(seen)
 
 
+def words(text: str) -> list[str]:
+    """The words of a text as a reader sees them, in order, with stop words and repeats, lowercased: a CJK run cut by
+    rjieba (without it: multi-character stop words cut out, the rest one word), other words whole (`wi-fi`, `c++`).
+    For judging a question's own content (retrieve's follow-up detection), not for indexing."""
+    out: list[str] = []
+    for m in _PIECE.finditer(_normalise(text)):
+        if m.lastgroup != "cjk":
+            out.append(m.group())
+            continue
+        try:
+            out += _segmenter()[0](m.group()) if len(m.group()) > 1 else [m.group()]
+        except ErnieOpsError:
+            out += _split_stop_greedy(m.group())
+    return out
+
+
 def fts_match(terms: list[str]) -> str:
     """An FTS5 MATCH expression: each term a quoted string, OR-joined; '' when there is nothing to search
     (the caller must then not run MATCH at all: FTS5 rejects an empty expression)."""

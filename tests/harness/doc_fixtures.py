@@ -214,6 +214,25 @@ def scanned_pdf(pages: int = 2) -> bytes:
     return buf.getvalue()
 
 
+@functools.cache
+def partly_scanned_pdf(pages: int = 6, scanned: tuple[int, ...] = (2, 4, 5)) -> bytes:
+    """`pages` pages: the 1-based `scanned` ones drawn like scanned_pdf (grey bars, no text layer), the others text
+    ('Page n: the backup runs nightly at 02:00.'), as a scanner's PDF with a few pages OCR'd or typed in."""
+    buf = io.BytesIO()
+    c = _canvas(buf)
+    for n in range(1, pages + 1):
+        if n in scanned:
+            c.setFillGray(0.3)
+            for i in range(30):
+                c.rect(50, 780 - 22 * i, 300 + (i * 37) % 200, 10, stroke=0, fill=1)
+        else:
+            c.setFont("Helvetica", 12)
+            c.drawString(50, 800, f"Page {n}: the backup runs nightly at 02:00 and is kept for 30 days.")
+        c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
 def truncated_pdf() -> bytes:
     """zh_pdf cut in half (as an interrupted upload leaves it)."""
     data = zh_pdf("ttf")

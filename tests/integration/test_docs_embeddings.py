@@ -218,3 +218,76 @@ def test_ingest_and_retriever_use_the_configured_client(bert: Served, tmp_path: 
     assert found.answerable
     assert found.rankings["lexical"] > 0 and found.rankings["dense"] > 0
     assert any("dense" in h.ranks for h in found.hits) and any("lexical" in h.ranks for h in found.hits)
+
+
+def test_embeddings_turned_on_later_fill_in_the_passages_already_indexed(bert: Served, tmp_path: Path) -> None:
+    src = tmp_path / "kb"
+    src.mkdir()
+    for name in ("leave_policy.md", "vpn_macos.md", "parking.txt"):
+        shutil.copy(CORPUS / name, src / name)
+    off = DocsConfig.model_validate({"index_file": str(tmp_path / "index.sqlite")})
+    on = DocsConfig.model_validate(
+        {"index_file": off.index_file, "embeddings": {"enabled": True, "url": bert.server.base_url, "model": tiny_bert.SERVED_NAME}}
+    )
+    client = EmbeddingClient.from_config(on.embeddings)
+    with Index(off.index_file, tokenizer=off.tokenizer) as index:
+        assert not ingest.sync_dir(index, src, off, "kb").failed  # embeddings off: words only
+        docs = index.documents()
+        assert index.stats().dimension is None
+        report = ingest.sync_dir(index, src, on, "kb", client.embed_sync)  # turned on: the same, unchanged files
+        assert index.stats().dimension == DIM, "the unchanged files' passages were not embedded"
+        assert [o.action for o in report.outcomes] == ["unchanged"] * 3 and report.changed
+        assert [o.embedded for o in report.outcomes] == [d.chunks for d in docs]
+        assert index.stats().dimension == DIM and all(index.missing_vectors(d.doc_id) == [] for d in docs)
+        again = ingest.sync_dir(index, src, on, "kb", client.embed_sync)
+        assert not again.changed and all(o.embedded == 0 for o in again.outcomes)
+        text = passages("parking.txt")[1].text
+        assert index.search_dense(client.embed_sync([text])[0], Scope(), k=1)[0].text == text
+
+
+def test_docs_embed_back_fills_and_a_rerun_after_a_failure_continues(
+    bert: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ernie-ops docs embed` through the CLI entry point; the failure is a real refused connection (a free port)."""
+    import json
+
+    from ernie_ops import cli
+
+    src = tmp_path / "kb"
+    src.mkdir()
+    for name in ("leave_policy.md", "vpn_macos.md", "parking.txt"):
+        shutil.copy(CORPUS / name, src / name)
+    index_file = tmp_path / "state" / "index.sqlite"
+    cfg = tmp_path / "ernie.yaml"
+    monkeypatch.setenv("ERNIE_OPS_CONFIG", str(cfg))
+
+    def configure(url: str | None) -> None:
+        dense = f"    embeddings: {{enabled: true, url: '{url}', model: {tiny_bert.SERVED_NAME}, timeout_seconds: 30}}\n" if url else ""
+        cfg.write_text(f"chat:\n  docs:\n    index_file: {index_file}\n{dense}", encoding="utf-8")
+
+    def run(*argv: str) -> tuple[int, dict, str]:
+        code = cli.main(["docs", *argv, "--json"])
+        out, err = capsys.readouterr()
+        return code, json.loads(out), err
+
+    configure(None)
+    assert run("sync", str(src), "-c", "kb")[0] == 0
+    configure(f"http://127.0.0.1:{free_port()}")  # the embedding server is down
+    code, res, _ = run("embed")
+    assert code == 1 and res["embedded"] == 0 and [f["action"] for f in res["files"]] == ["failed"]
+    assert "not embedded: cannot connect" in res["files"][0]["error"]
+    configure(bert.server.base_url)
+    with Index(index_file) as index:  # one document done by hand, as a run cut short after it would leave it
+        first = index.documents()[0]
+        assert ingest.backfill_document(index, first.doc_id, bert.client().embed_sync) == first.chunks
+        rest = index.documents()[1:]
+    code, res, _ = run("embed", "-c", "kb")
+    assert code == 0 and res["changed"]
+    assert sorted((f["name"], f["embedded"]) for f in res["files"]) == sorted((d.name, d.chunks) for d in rest)
+    assert res["embedded"] == sum(d.chunks for d in rest)
+    code, res, _ = run("embed")
+    assert code == 0 and res["embedded"] == 0 and not res["changed"] and res["files"] == []
+    with Index(index_file) as index:
+        assert all(index.missing_vectors(d.doc_id) == [] for d in index.documents())
+    assert cli.main(["docs", "embed"]) == 0
+    assert "nothing to embed: every passage has its vector" in capsys.readouterr().out

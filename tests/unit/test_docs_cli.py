@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ernie_ops import cli
+from tests.conftest import free_port
 from tests.harness import doc_fixtures
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "docs_corpus"
@@ -92,6 +93,43 @@ def test_bad_files_are_sentences_and_the_good_ones_are_indexed(env, capsys):
         assert name in errors, name
     assert "OCR is not supported" in errors
     assert "added" in out and "zh-ttf.pdf" in out and "manual.docx" in out
+
+
+def test_the_summary_names_the_pdf_pages_without_a_text_layer(env, capsys):
+    src = env / "kb"
+    src.mkdir()
+    (src / "mixed.pdf").write_bytes(doc_fixtures.partly_scanned_pdf(pages=6, scanned=(2, 4, 5)))
+    code, out, err = run(capsys, "docs", "sync", str(src), "-c", "kb")
+    assert code == 0 and err == ""
+    assert "added     mixed.pdf (pdf, 6 pages, 3 passages); 3 pages without a text layer (pages 2, 4, 5): scanned? run OCR first" in out
+    (src / "mixed.pdf").write_bytes(doc_fixtures.partly_scanned_pdf(pages=3, scanned=(3,)))
+    code, res, _ = run(capsys, "docs", "sync", str(src), "-c", "kb", "--json")
+    assert code == 0 and res["files"][0]["action"] == "replaced" and res["files"][0]["empty_pages"] == [3]
+
+
+def test_turning_embeddings_on_while_the_server_is_down_is_a_sentence_and_loses_nothing(env, capsys):
+    """Real refused connections: a free port on 127.0.0.1 that nothing listens on."""
+    src = env / "kb"
+    src.mkdir()
+    for name in ("leave_policy.md", "parking.txt"):
+        shutil.copy(CORPUS / name, src / name)
+    assert run(capsys, "docs", "sync", str(src), "-c", "kb", "--json")[0] == 0  # embeddings off: no vectors
+    code, _, err = run(capsys, "docs", "embed")
+    assert code == 2 and "chat.docs.embeddings is off" in err
+    cfg = env / "ernie.yaml"
+    url = f"http://127.0.0.1:{free_port()}"
+    cfg.write_text(cfg.read_text() + f"    embeddings: {{enabled: true, url: '{url}', model: bge, timeout_seconds: 2}}\n")
+    code, res, _ = run(capsys, "docs", "sync", str(src), "-c", "kb", "--json")
+    assert code == 1 and [f["action"] for f in res["files"]] == ["failed", "failed"]
+    assert all("still searchable" in f["error"] and url in f["error"] and "sync again" in f["error"] for f in res["files"])
+    code, _, err = run(capsys, "docs", "embed", "-c", "kb")
+    assert code == 1 and "Traceback" not in err
+    assert "leave_policy.md: not embedded: cannot connect to the embedding server" in err.replace("\n", " ")
+    assert "1 more document(s) not tried" in err.replace("\n", " ") and "run `ernie-ops docs embed` again" in err.replace("\n", " ")
+    code, listed, _ = run(capsys, "docs", "list", "--json")
+    assert sorted(d["name"] for d in listed) == ["leave_policy.md", "parking.txt"]  # nothing lost
+    code, hits, _ = run(capsys, "docs", "search", "停车费每月多少钱", "--json")
+    assert hits["hits"][0]["file"] == "parking.txt"  # still found by its words (the dense path is skipped)
 
 
 def test_usage_errors_name_what_to_do(env, capsys):

@@ -90,6 +90,14 @@ def test_scanned_pdf_without_a_text_layer_says_ocr_is_not_supported():
     assert "no text found; OCR is not supported" in str(error)
 
 
+def test_a_partly_scanned_pdf_names_the_pages_without_a_text_layer():
+    data = fx.partly_scanned_pdf(pages=6, scanned=(2, 4, 5))
+    for result in (extract(data, "mixed.pdf"), extract_isolated(data, "mixed.pdf")):  # the child's answer carries them too
+        assert result.pages == 6 and result.empty_pages == (2, 4, 5)
+        assert [s.page for s in result.sections] == [1, 3, 6] and "Page 3: the backup" in result.sections[1].text
+    assert extract(fx.en_pdf(), "en.pdf").empty_pages == ()
+
+
 def test_truncated_pdf_is_corrupt():
     error = refused(fx.truncated_pdf(), "half.pdf")
     assert str(error) == "half.pdf: is truncated or damaged (no PDF end-of-file marker); upload the complete file"

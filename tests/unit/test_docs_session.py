@@ -14,6 +14,7 @@ from ernie_ops.docs import ingest
 from ernie_ops.docs.retrieve import allowed_collections
 from ernie_ops.docs.store import Index
 from ernie_ops.errors import ErnieOpsError
+from tests.harness import doc_fixtures
 
 
 def cfg(tmp_path: Path, **values) -> config.DocsConfig:
@@ -88,3 +89,18 @@ def test_a_crash_inside_extraction_is_a_sentence_and_the_index_keeps_serving(tmp
     assert asyncio.run(s.retrieve("Linux 上的 VPN 客户端是什么？")).answerable  # the index is intact
     (again,) = asyncio.run(s.upload([Upload(str(f), "crash.md", f.stat().st_size)]))
     assert again.action == "added"
+
+
+def test_an_uploaded_pdf_with_scanned_pages_is_indexed_and_the_summary_names_those_pages(tmp_path):
+    c = cfg(tmp_path)
+    f = tmp_path / "backup.pdf"
+    f.write_bytes(doc_fixtures.partly_scanned_pdf(pages=6, scanned=(2, 4, 5)))
+    s = DocsSession(c, "alice", "a1")
+    outcomes = asyncio.run(s.upload([Upload(str(f), "backup.pdf", f.stat().st_size)]))
+    line, refused = upload_summary(outcomes)
+    assert refused == []
+    assert line == (
+        "已索引 / Indexed: backup.pdf (6 页 pages, 3 段 passages; 3 页没有文字层（第 2、4、5 页）：扫描件？请先做 OCR / "
+        "3 pages without a text layer (pages 2, 4, 5): scanned? run OCR first)"
+    )
+    assert [h.page for h in asyncio.run(s.retrieve("nightly backup")).ranked] == [1, 3, 6]  # the text pages are indexed

@@ -427,6 +427,30 @@ def test_dense_search_on_an_index_without_vectors_is_empty(index):
     assert index.search_dense([1.0, 0.0], Scope(), k=3) == []
 
 
+def test_passages_indexed_without_vectors_get_them_later_in_their_own_scope(index):
+    shared = index.add("shared.md", "s", 1, "text", _chunks("omicron one", "omicron two"), collection="kb")
+    mine = index.add("mine.md", "s", 1, "text", _chunks("omicron mine"), owner="alice", conversation="c")
+    assert [t for _, t in index.missing_vectors(shared)] == ["omicron one", "omicron two"]  # no vectors at all yet
+    (first, _), (second, _) = index.missing_vectors(shared)
+    assert index.add_vectors(shared, [(first, [1.0, 0.0, 0.0])]) == 1  # part of a document: the rest stays missing
+    assert index.missing_vectors(shared) == [(second, "omicron two")] and index.stats().dimension == 3
+    assert index.add_vectors(shared, [(first, [0.0, 1.0, 0.0]), (second, [0.0, 1.0, 0.0])]) == 1  # one that has a vector is kept
+    ((cid, _),) = index.missing_vectors(mine)
+    assert index.add_vectors(mine, [(cid, [0.0, 0.0, 1.0])]) == 1
+    assert index.missing_vectors(shared) == [] and index.missing_vectors(mine) == []
+    assert [h.file for h in index.search_dense([0.0, 0.0, 1.0], Scope(["kb"]), k=5)] == ["shared.md", "shared.md"]  # not alice's
+    assert [h.file for h in index.search_dense([0.0, 0.0, 1.0], Scope(["kb"], "alice", "c"), k=1)] == ["mine.md"]
+    assert [h.text for h in index.search_dense([1.0, 0.0, 0.0], Scope(["kb"]), k=1)] == ["omicron one"]
+
+
+def test_a_back_fill_for_a_document_replaced_meanwhile_stores_nothing(index):
+    doc = index.add("a.md", "s1", 1, "text", _chunks("pi old"))
+    stale = index.missing_vectors(doc)
+    index.add("a.md", "s2", 1, "text", _chunks("pi new"))  # replaced while the old passages were being embedded
+    assert index.add_vectors(doc, [(cid, [1.0, 0.0]) for cid, _ in stale]) == 0
+    assert index.stats().dimension is None
+
+
 def test_without_sqlite_vec_only_the_vector_paths_fail(index, monkeypatch):
     """sqlite_vec made unimportable (a stub: this Python can load it, so the fault is injected)."""
     monkeypatch.setitem(sys.modules, "sqlite_vec", None)
