@@ -5,31 +5,35 @@ Word overlap (what `cite` measures) cannot tell '员工入职满一年后享有1
 a sentence passes before it gets a passage's marker. Pure functions, Chinese and English alike; all text is
 NFKC-normalised (full-width ５ -> 5) and lowercased first.
 
-Numbers (`facts`): Arabic (1,500  1.5), Chinese (五 十五 两 三千 一百零五 二〇二六), mixed (1.5万 -> 15000), English words
-(five, twenty-one, 3 thousand), percentages (50%, 百分之五十, 50 percent), each with the unit written after it
-(天/日/工作日, 周/星期, 个月, 年, 小时, 分钟, 元/块, 美元/usd/$, %, and days/weeks/...; other measure words such as 张 or 次
-as written), clock times (9:00, 九点, 下午6点 and 6 pm -> 18), and dates (2026-01-05, 2026年1月5日, 1月5日, January 5, 5 March
-2026), which are taken out before the numbers so that 3月31日 is one date and not 3 and 31. A Chinese numeral counts
-only with a unit after it or when it is written with 十/百/千 (十五), so 一下, 一起, 十分 or 千万不要 are no numbers;
-一 counts only before a unit of time, money or percent (一年, not the article in 一个问题); ordinals (第三方, 第2步)
-and list markers (1. / ① / (2)) are left out, and so are digits inside a word (v1.2, ipv6, x86_64).
-The sentence agrees when each of its quantities is in the passage with the same value and a compatible unit (the
-same unit after converting weeks to days, years to months, hours and minutes to seconds; or either side without a
-unit), and each of its dates is a date of the passage (the year and day compared when both sides give them).
+Numbers (`facts`): Arabic (1,500; 1.5), Chinese (五 十五 两 三千 一百零五 二〇二六), mixed (1.5万 -> 15000), English
+words (five, twenty-one, 3 thousand), percentages (50%, 百分之五十, 50 percent), each with the unit written after it
+(天/日/工作日, 周/星期, 个月, 年 (a calendar year after 4 digits: 2026年), 小时, 分钟, 元/块, 美元/usd/$, %, and
+days/weeks/...; other measure words such as 张 or 次 as written), clock times (9:00, 九点, 下午6点 and 6 pm -> 18),
+and dates (2026-01-05, 2026年1月5日, 1月5日, January 5, 5 March 2026), which are taken out before the numbers so that
+3月31日 is one date and not 3 and 31. A Chinese numeral counts only with a unit after it or when it is written with
+十/百/千 (十五), so 一下, 一起, 十分 or 千万不要 are no numbers; 一 counts only before a unit of time, money or
+percent (一年, not the article in 一个问题); ordinals (第三方, 第2步) and list markers (1. / ① / (2)) are left out,
+and so are digits inside a word (v1.2, ipv6, x86_64). The sentence agrees when each of its quantities is in the
+passage with the same value and a compatible unit (the same unit after converting weeks to days, years to months,
+hours and minutes to seconds; or either side without a unit), and each of its dates is a date of the passage (the year
+and day compared when both sides give them).
 
 Negation: a passage often holds an unrelated 不 ('不得使用个人邮箱' in one sentence, '年假可顺延' in the next), so the
 polarity of the whole passage says nothing. Each clause of the sentence (split at ，,；;：: and sentence ends) is
-paired with the passage clause that shares most of its content words (at least `CLAUSE_MATCH` of them, negation
-words left out of the count), or with a whole passage sentence when that shares more (a sentence clause that spans
-several passage clauses); a clause that matches none is not compared. In a pair, each negation word (不 没 无 未
-非 勿 别 莫 禁止 严禁 不得 不需要 无需 不必 不用 不能 不可 没有 无法 并非; not no never without none nothing nobody
-cannot n't) negates the word after it, its 'target': the next two Chinese characters or the next word, modal words
-and prepositions (需要, 可以, 在, need, be, for) skipped. A negation counts when its target is empty (the clause's predicate itself,
-'...are not required') or appears on the other side; one whose target the other side does not mention (未 in
-'未休年假可顺延' against '剩余年假可以顺延') is about something else and does not count. A negation on one side whose
-target sits right after a negation on the other ('禁止用个人邮箱' / '不得使用个人邮箱') counts on both sides. The pair
-disagrees when the counts differ in parity (one side negated, the other not). Words that contain a negation
-character without negating (不同, 不过, 无论, 未来, 非常, 不超过, 不得不, no longer than...) are taken out first.
+paired with the passage clause that shares most of its content words (at least `CLAUSE_MATCH` of them, negation words
+left out of the count), or with a whole passage sentence when that shares more (a sentence clause that spans several
+passage clauses); clauses within `CLOSE_MATCH` of the best are counterparts too, and agreeing with one of them is
+enough (a passage may say '原则上安排调休' and, of holidays, '不安排调休'); a clause that matches none is not
+compared. In a pair, each negation word (不 没 无 未 非 勿 别 莫 禁止 严禁 不得 不需要 无需 不必 不用 不能 不可 没有
+无法 并非; not no never without none nothing nobody cannot n't) negates the word after it, its 'target': the next two
+Chinese characters or the next word, modal words and prepositions (需要, 可以, 在, need, be, for) skipped. A negation
+counts when its target is empty (the clause's predicate itself, '...are not required') or appears on the other side;
+one whose target the other side does not mention (未 in '未休年假可顺延' against '剩余年假可以顺延') is about
+something else and does not count. A negation on one side whose target sits right after a negation on the other
+('禁止用个人邮箱' / '不得使用个人邮箱') counts on both sides. The pair disagrees when the counts differ in parity (one
+side negated, the other not). Words that contain a negation character without negating (不同, 不过, 无论, 未来, 非常,
+不超过, 不得不, no later than...) are taken out first. Table rows and headings of the passage are not compared (a
+cell's 无 means nothing without its column).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ernie_ops.docs.chunk import split_sentences
 from ernie_ops.docs.tokens import query_terms, tokenize
 
 CLAUSE_MATCH = 0.5  # share of a sentence clause's content words a passage clause must hold to be its counterpart
+CLOSE_MATCH = 0.1  # passage clauses this close to the best one are counterparts too; agreeing with one is enough
 MIN_CLAUSE_TERMS = 2  # a shorter clause ('是的', 'No') is not compared
 _MAX_TERMS = 10_000
 
@@ -116,7 +121,8 @@ _EN_SCALE = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 
 # Units after a number ('|' between spellings): each maps to (canonical unit, factor to it). Units of one dimension
 # share a canonical unit so that 两周 and 14天, 一年 and 12个月 compare equal.
 _UNIT_SPELLINGS = {
-    ("day", 1): "个工作日|工作日|天|日|business days|business day|working days|working day|calendar days|calendar day|days|day",
+    ("day", 1): "个工作日|工作日|个自然日|自然日|天|日|days|day|business days|business day|working days|working day"
+    + "|calendar days|calendar day",
     ("day", 7): "个星期|星期|礼拜|周|weeks|week",
     ("month", 1): "个月|months|month",
     ("month", 12): "年|years|year",
@@ -224,6 +230,8 @@ def _quantity(text: str, m: re.Match[str]) -> Quantity | None:
         return Quantity(value, "%")
     if g["cur"]:
         return Quantity(value, _PREFIX_CURRENCY[g["cur"]])
+    if unit_text == "年" and len(g["ar"] or g["zh"] or "") == 4 and value.is_integer() and 1900 <= value < 2200:
+        return Quantity(value, "year")  # a calendar year (2026年, 二〇二六年), not twelve months times 2026
     if unit_text in _UNITS:
         canonical, factor = _UNITS[unit_text]
         afternoon = unit_text in ("pm", "p.m.") or _AFTERNOON.search(text[max(0, m.start() - 4) : m.start()])
@@ -259,6 +267,8 @@ def _same(a: float, b: float) -> bool:
 def _quantity_found(q: Quantity, passage: Facts) -> bool:
     if any(_same(q.value, p.value) and (not q.unit or not p.unit or q.unit == p.unit) for p in passage.quantities):
         return True
+    if q.unit == "year":
+        return any(d.year is not None and _same(q.value, d.year) for d in passage.dates)  # 2026年 / 2026-01-01
     if q.unit:
         return False
     parts = [x for d in passage.dates for x in (d.year, d.month, d.day) if x is not None]
@@ -301,6 +311,7 @@ _FILLER = re.compile(
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{1,2}")
 _CLAUSE_BREAK = re.compile(r"[，,；;：:。！？!?\n]+|(?<=[a-z0-9])\.(?=\s|$)|\bbut\b|但是|但|然而|而且")
+_TABLE_ROW = re.compile(r"^[ \t]*(?:\||#{1,6}[ \t]).*$", re.M)
 _WINDOW = 4  # characters after a negation (and its modal words) where a negation on the other side may find its target
 
 
@@ -333,8 +344,9 @@ def _clauses(text: str) -> list[str]:
 
 
 def _passage_units(passage: str) -> list[str]:
-    """The passage's clauses, then its sentences (for a sentence clause that spans several passage clauses)."""
-    text = normalise(passage)
+    """The passage's clauses, then its sentences (for a sentence clause that spans several passage clauses). Table
+    rows and headings are left out: a cell's 无 means nothing without its column, and a title has no polarity."""
+    text = _TABLE_ROW.sub("", normalise(passage))
     sentences = [text[a:b] for a, b in split_sentences(text)]
     return _clauses(text) + [s for s in sentences if len(_clauses(s)) > 1]
 
@@ -343,17 +355,18 @@ def _without_negations(text: str) -> str:
     return _NEGATION.sub(" ", _NOT_NEGATIONS.sub(" ", text))
 
 
-def _counterpart(clause: str, passage_clauses: list[str], tokenizer: str) -> str | None:
-    """The passage clause that holds most of `clause`'s content words (at least CLAUSE_MATCH of them), if any."""
+def _counterparts(clause: str, passage_units: list[str], tokenizer: str) -> list[str]:
+    """The passage clauses (or sentences) holding the most of `clause`'s content words: at least CLAUSE_MATCH of
+    them and within CLOSE_MATCH of the best. Several when the passage says the same words twice ('原则上安排调休' and
+    '不安排调休'); [] for a clause too short to compare or like nothing in the passage."""
     terms = set(query_terms(_without_negations(clause), tokenizer, limit=_MAX_TERMS))
     if len(terms) < MIN_CLAUSE_TERMS:
-        return None
-    best, best_share = None, CLAUSE_MATCH
-    for candidate in passage_clauses:
-        share = len(terms & set(tokenize(_without_negations(candidate), tokenizer))) / len(terms)
-        if share >= best_share and (best is None or share > best_share):
-            best, best_share = candidate, share
-    return best
+        return []
+    shares = [(len(terms & set(tokenize(_without_negations(u), tokenizer))) / len(terms), u) for u in passage_units]
+    best = max((share for share, _ in shares), default=0.0)
+    if best < CLAUSE_MATCH:
+        return []
+    return [u for share, u in shares if share >= best - CLOSE_MATCH]
 
 
 def _negation_counts(a: str, b: str) -> tuple[int, int]:
@@ -379,17 +392,20 @@ def _same_target(x: _Negation, y: _Negation) -> bool:
 
 
 def contradicting_clause(sentence: str, passage: str, tokenizer: str) -> tuple[str, str] | None:
-    """(sentence clause, passage clause) when a clause of the sentence is negated where its counterpart in the
-    passage is not, or the other way round; None when the negations agree."""
-    passage_clauses = _passage_units(passage)
+    """(sentence clause, passage clause) when a clause of the sentence is negated where each of its counterparts in
+    the passage is not, or the other way round; None when the negations agree."""
+    passage_units = _passage_units(passage)
     for clause in _clauses(normalise(sentence)):
-        match = _counterpart(clause, passage_clauses, tokenizer)
-        if match is None:
-            continue
-        count_s, count_p = _negation_counts(clause, match)
-        if count_s % 2 != count_p % 2:
-            return clause, match
+        matches = _counterparts(clause, passage_units, tokenizer)
+        odd = [m for m in matches if _polarity_differs(clause, m)]
+        if matches and len(odd) == len(matches):
+            return clause, odd[0]
     return None
+
+
+def _polarity_differs(clause: str, counterpart: str) -> bool:
+    count_s, count_p = _negation_counts(clause, counterpart)
+    return count_s % 2 != count_p % 2
 
 
 def agrees(sentence: str, passage: str, tokenizer: str) -> bool:

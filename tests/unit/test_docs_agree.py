@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from ernie_ops.docs.agree import Date, Quantity, agrees, contradicting_clause, facts, unsupported_facts, zh_number
+from ernie_ops.docs.chunk import split_sentences
 from ernie_ops.docs.tokens import TOKENIZERS
 from tests.harness.dates import day
 
@@ -179,6 +183,16 @@ def test_another_date_or_year_disagrees():
     assert unsupported_facts(f"截止日期是{d.month}月{d.day}日。", passage) == []  # no year: the day still agrees
 
 
+def test_a_calendar_year_is_a_year_not_a_number_of_months():
+    d = day(40)
+    passage = f"公司{d.year}年的年会定于{d.isoformat()}举行。"
+    assert facts(f"{d.year}年").quantities == (Quantity(d.year, "year"),)
+    assert unsupported_facts(f"{d.year}年的年会在{d.month}月{d.day}日。", passage) == []
+    assert unsupported_facts(f"年会在{d.year}年举行。", f"The party is on {d.isoformat()}.") == []  # the date's year
+    assert unsupported_facts(f"{d.year + 1}年的年会在{d.month}月{d.day}日。", passage) == [Quantity(d.year + 1, "year")]
+    assert unsupported_facts("放假前15天提交申请。", "须在放假前 15 个自然日提交申请。") == []
+
+
 # --- negation ---------------------------------------------------------------------------------------------------
 
 
@@ -199,3 +213,41 @@ def test_words_holding_a_negation_character_do_not_negate(sentence):
 
 def test_english_bounds_are_not_negations():
     assert agrees("Expense reports must be submitted no later than 30 days after the purchase.", EXPENSES, "bigram")
+
+
+# --- the test corpus: no false rejections of copies, every changed amount caught -------------------------------
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "docs_corpus"
+_AMOUNT = re.compile(r"(?<![\w.:/-])(\d+)(?=\s*(?:天|个工作日|小时|分钟|元|%|年|人|次|days?\b|hours?\b|minutes?\b))")
+
+
+def _corpus_sentences() -> list[tuple[str, str]]:
+    """(sentence, the paragraph it comes from) for every sentence of tests/data/docs_corpus."""
+    out = []
+    for path in sorted(CORPUS.iterdir()):
+        for paragraph in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")):
+            out += [(paragraph[a:b], paragraph) for a, b in split_sentences(paragraph)]
+    return out
+
+
+def test_every_sentence_of_the_corpus_agrees_with_its_own_paragraph():
+    """Lists, tables, dates, amounts and several negations per paragraph (1,246 sentences): a copy always agrees."""
+    sentences = _corpus_sentences()
+    assert len(sentences) > 1000
+    rejected = [s for s, paragraph in sentences if not agrees(s, paragraph, "unigram+bigram")]
+    assert rejected == []
+
+
+def test_every_changed_amount_in_the_corpus_disagrees():
+    changed = []
+    for sentence, paragraph in _corpus_sentences():
+        if m := _AMOUNT.search(sentence):
+            changed.append((sentence[: m.start(1)] + str(int(m.group(1)) * 10 + 7) + sentence[m.end(1) :], paragraph))
+    assert len(changed) > 100
+    assert [s for s, paragraph in changed if agrees(s, paragraph, "unigram+bigram")] == []
+
+
+def test_table_rows_and_headings_have_no_polarity():
+    passage = "### 调休上班日\n\n| 节日 | 天数 | 调休上班 |\n| --- | --- | --- |\n| 清明节 | 3 天 | 无 |\n"
+    assert agrees("清明节不用调休上班，放假3天。", passage, "unigram+bigram")
+    assert not agrees("清明节放假4天。", passage, "unigram+bigram")  # the numbers in a table are still compared
