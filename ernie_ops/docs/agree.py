@@ -21,19 +21,19 @@ and day compared when both sides give them).
 Negation: a passage often holds an unrelated 不 ('不得使用个人邮箱' in one sentence, '年假可顺延' in the next), so the
 polarity of the whole passage says nothing. Each clause of the sentence (split at ，,；;：: and sentence ends) is
 paired with the passage clause that shares most of its content words (at least `CLAUSE_MATCH` of them, negation words
-left out of the count), or with a whole passage sentence when that shares more (a sentence clause that spans several
-passage clauses); clauses within `CLOSE_MATCH` of the best are counterparts too, and agreeing with one of them is
-enough (a passage may say '原则上安排调休' and, of holidays, '不安排调休'); a clause that matches none is not
-compared. In a pair, each negation word (不 没 无 未 非 勿 别 莫 禁止 严禁 不得 不需要 无需 不必 不用 不能 不可 没有
-无法 并非; not no never without none nothing nobody cannot n't) negates the word after it, its 'target': the next two
-Chinese characters or the next word, modal words and prepositions (需要, 可以, 在, need, be, for) skipped. A negation
-counts when its target is empty (the clause's predicate itself, '...are not required') or appears on the other side;
-one whose target the other side does not mention (未 in '未休年假可顺延' against '剩余年假可以顺延') is about
-something else and does not count. A negation on one side whose target sits right after a negation on the other
-('禁止用个人邮箱' / '不得使用个人邮箱') counts on both sides. The pair disagrees when the counts differ in parity (one
-side negated, the other not). Words that contain a negation character without negating (不同, 不过, 无论, 未来, 非常,
-不超过, 不得不, no later than...) are taken out first. Table rows and headings of the passage are not compared (a
-cell's 无 means nothing without its column).
+left out of the count; failing that, the passage clause most of whose own words are in the sentence clause), or with a
+whole passage sentence when that shares more (a sentence clause that spans several passage clauses); clauses within
+`CLOSE_MATCH` of the best are counterparts too, and agreeing with one of them is enough (a passage may say
+'原则上安排调休' and, of holidays, '不安排调休'); a clause that matches none is not compared. In a pair, each negation
+word (不 没 无 未 非 勿 别 禁止 严禁 不得 不需要 无需 不必 不用 不能 不可 没有 无法 并非; not no never without none
+nothing nobody cannot n't) negates the word after it, its 'target': the next two Chinese characters or the next word,
+modal words and prepositions (需要, 可以, 在, need, be, for) skipped. A negation counts when its target is empty (the
+clause's predicate itself, '...are not required') or appears on the other side; one whose target the other side does
+not mention (未 in '未休年假可顺延' against '剩余年假可以顺延') is about something else and does not count. A negation
+on one side whose target sits right after a negation on the other ('禁止用个人邮箱' / '不得使用个人邮箱') counts on
+both sides. The pair disagrees when the counts differ in parity (one side negated, the other not). Words that contain
+a negation character without negating (不同, 不过, 无论, 未来, 非常, 不超过, 不得不, no later than...) are taken out
+first. Table rows and headings of the passage are not compared (a cell's 无 means nothing without its column).
 """
 
 from __future__ import annotations
@@ -294,12 +294,13 @@ def unsupported_facts(sentence: str, passage: str) -> list[Date | Quantity]:
 _NOT_NEGATIONS = re.compile(
     "不得不|不能不|不同|不断|不过|不仅|不但|不少|不久|不论|不管|不错|不如|不然|不一样|毫不犹豫|"
     "不超过|不少于|不低于|不高于|不多于|不晚于|不早于|不大于|不小于|"
-    "无论|未来|未必不|非常|除非|无线|别人|别的|区别|差别|分别|类别|级别|特别|识别|告别|"
+    "无论|未来|未必不|非常|除非|无线|非洲|南非|别人|别的|"
     r"\bno (?:more|later|earlier|less|fewer) than\b|\bnot (?:more|later|earlier|less|fewer) than\b|\bnot only\b|"
     r"\bno matter\b|\bno\.(?=\s*\d)|\bnonetheless\b|\bnevertheless\b|\bnotwithstanding\b"
 )
 _NEGATION = re.compile(
-    "不需要|不必|不用|不得|不能|不可|不要|没有|无需|无须|无法|禁止|严禁|并非|不|没|无|未|非|勿|别|莫"
+    "不需要|不必|不用|不得|不能|不可|不要|没有|无需|无须|无法|禁止|严禁|并非|不|没|无|未|非|勿"
+    "|(?<![\u3400-\u9fff])别|(?<=[请你您也就都万])别"  # 别 negates as an imperative (请别, 千万别), not in 假别 or 性别
     r"|n't\b|\b(?:not|no|never|without|none|nothing|nobody|cannot|neither|nor)\b"
 )
 # Modal and auxiliary words between a negation and the word it negates: 不需要在OA系统申请 negates 申请 in OA, not 在.
@@ -358,15 +359,22 @@ def _without_negations(text: str) -> str:
 def _counterparts(clause: str, passage_units: list[str], tokenizer: str) -> list[str]:
     """The passage clauses (or sentences) holding the most of `clause`'s content words: at least CLAUSE_MATCH of
     them and within CLOSE_MATCH of the best. Several when the passage says the same words twice ('原则上安排调休' and
-    '不安排调休'); [] for a clause too short to compare or like nothing in the passage."""
+    '不安排调休'). When none holds enough, the passage clauses whose own words are mostly in `clause` ('年假可以提前
+    预支' holds all of '年假不能预支', though only half of its words are there). [] for a clause too short to compare
+    or like nothing in the passage."""
     terms = set(query_terms(_without_negations(clause), tokenizer, limit=_MAX_TERMS))
     if len(terms) < MIN_CLAUSE_TERMS:
         return []
-    shares = [(len(terms & set(tokenize(_without_negations(u), tokenizer))) / len(terms), u) for u in passage_units]
-    best = max((share for share, _ in shares), default=0.0)
-    if best < CLAUSE_MATCH:
-        return []
-    return [u for share, u in shares if share >= best - CLOSE_MATCH]
+    units = [(u, set(tokenize(_without_negations(u), tokenizer))) for u in passage_units]
+    for share in (
+        lambda tokens: len(terms & tokens) / len(terms),
+        lambda tokens: len(terms & tokens) / len(tokens) if len(tokens) >= MIN_CLAUSE_TERMS else 0.0,
+    ):
+        shares = [(share(tokens), u) for u, tokens in units]
+        best = max((s for s, _ in shares), default=0.0)
+        if best >= CLAUSE_MATCH:
+            return [u for s, u in shares if s >= best - CLOSE_MATCH]
+    return []
 
 
 def _negation_counts(a: str, b: str) -> tuple[int, int]:

@@ -251,3 +251,37 @@ def test_table_rows_and_headings_have_no_polarity():
     passage = "### 调休上班日\n\n| 节日 | 天数 | 调休上班 |\n| --- | --- | --- |\n| 清明节 | 3 天 | 无 |\n"
     assert agrees("清明节不用调休上班，放假3天。", passage, "unigram+bigram")
     assert not agrees("清明节放假4天。", passage, "unigram+bigram")  # the numbers in a table are still compared
+
+
+LEAVE_POLICY_REPLIES = [  # (what a small model might answer from tests/data/docs_corpus/leave_policy.md, agrees)
+    ("工作满1年不满10年的员工每年有5天年假。", True),
+    ("工龄满十年不满二十年的员工，每年有十天年假。", True),
+    ("工作满二十年以上每年可以休15天年假。", True),
+    ("没休完的年假可以延到第二年3月31日，过期作废。", True),
+    ("年假不能预支。", True),
+    ("请假需要在OA系统的假期管理模块提交申请。", True),
+    ("请假时要写明假别、起止时间和工作交接人。", True),  # 假别 is a kind of leave, not a negation
+    ("请假最小单位是半天，也就是4个小时。", True),
+    ("病假前五天全额发工资，从第6天开始按基本工资的80%发放。", True),
+    ("每年事假累计不能超过15天。", True),
+    ("男员工享有十五天陪产假，须在孩子出生后三个月内休完。", True),
+    ("突发情况要在当天上午10点前通过企业微信告诉直属主管。", True),
+    ("实习生不适用带薪假期条款。", True),
+    ("因工作需要无法安排休假的，按日工资的200%支付未休年假工资。", True),
+    ("年假可以提前预支。", False),
+    ("请假不需要在OA系统中提交申请。", False),
+    ("请假最小单位是1小时。", False),
+    ("病假期间工资按基本工资的70%发放。", False),
+    ("每年事假累计可以超过15天。", False),
+    ("女员工生育可以享受98天的产假。", False),
+    ("突发情况要在当天上午10:00前通过企业微信告诉直属主管，不需要补提申请。", False),
+    ("实习生和外包人员也适用本制度的带薪假期条款。", False),
+]
+
+
+@pytest.mark.parametrize("tokenizer", ["unigram+bigram", "bigram"])
+def test_replies_about_a_whole_corpus_document(tokenizer):
+    """A real policy with many numbers and several 不/无/未 in unrelated sentences, as one passage."""
+    passage = (CORPUS / "leave_policy.md").read_text(encoding="utf-8")
+    wrong = [(s, expected) for s, expected in LEAVE_POLICY_REPLIES if agrees(s, passage, tokenizer) != expected]
+    assert wrong == []
