@@ -10,4 +10,5 @@ Modules, one job each:
 - `store`: the SQLite index (documents, chunks, FTS5, optional vectors), scoped per collection/owner.
 - `embed`, `fusion`: the optional dense path (/v1/embeddings) and reciprocal-rank fusion.
 - `cite`: numbered passages for the prompt, markers placed after the sentences they support.
+- `agree`: whether a sentence's numbers, dates, amounts and negations agree with a passage (before `cite` marks it).
 """

@@ -285,3 +285,33 @@ def test_replies_about_a_whole_corpus_document(tokenizer):
     passage = (CORPUS / "leave_policy.md").read_text(encoding="utf-8")
     wrong = [(s, expected) for s, expected in LEAVE_POLICY_REPLIES if agrees(s, passage, tokenizer) != expected]
     assert wrong == []
+
+
+SINGAPORE_REPLIES = [  # the same for tests/data/docs_corpus/singapore_office.md (English)
+    ("Employees in Singapore get eighteen days of annual leave each calendar year.", True),
+    ("You can carry forward up to five unused days, which must be used by 30 June.", True),
+    ("Unused days can be carried forward and must be used by June 30.", True),
+    ("Annual leave is not paid out in cash unless employment ends.", True),
+    ("After 3 months of service you are entitled to 14 days of paid outpatient sick leave.", True),
+    ("A medical certificate is required for every day of sick leave.", True),
+    ("Claims above 1,000 SGD need approval from the department head.", True),
+    ("Office hours are from 9am to 6pm, Monday to Friday.", True),
+    ("Chinese mainland holiday shifts do not apply in Singapore.", True),
+    ("The daily travel allowance is sixty dollars.", True),
+    ("Economy class is used for flights under eight hours.", True),
+    ("Annual leave can be paid out in cash at the end of the year.", False),
+    ("Employees get 21 days of annual leave per year.", False),
+    ("Up to 5 unused days can be carried forward and must be used by 31 March.", False),
+    ("You don't need a medical certificate for sick leave.", False),
+    ("Meals with customers are limited to 100 SGD per person.", False),
+    ("Claims above 1000 SGD do not require approval.", False),
+    ("Office hours are 9:00 to 17:00.", False),
+    ("Chinese mainland holiday shifts apply in Singapore too.", False),
+]
+
+
+@pytest.mark.parametrize("tokenizer", ["unigram+bigram", "bigram"])
+def test_english_replies_about_a_whole_corpus_document(tokenizer):
+    passage = (CORPUS / "singapore_office.md").read_text(encoding="utf-8")
+    wrong = [(s, expected) for s, expected in SINGAPORE_REPLIES if agrees(s, passage, tokenizer) != expected]
+    assert wrong == []
