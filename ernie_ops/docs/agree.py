@@ -261,7 +261,7 @@ def facts(text: str) -> Facts:
 
 
 def _same(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+    return a == b or abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
 def _quantity_found(q: Quantity, passage: Facts) -> bool:
