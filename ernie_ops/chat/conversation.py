@@ -8,7 +8,9 @@ the user is told so and the model is not called. Otherwise the newest user messa
 numbered passages and the question; the history budget (/tokenize) counts them, and when they do not
 fit even without history, the lowest-ranked passages go first. The history keeps the bare question,
 so old passages do not eat the next turn's budget. The reply gets its 【n】 markers from
-`docs.cite.place_markers` (a 0.3B model does not cite reliably) and the passages as side elements.
+`docs.cite.place_markers` (a 0.3B model does not cite reliably) and the passages as side elements; the
+statements that resemble a passage but contradict it get no marker and are listed at the end of the reply
+under 以下内容未在文档中找到依据 (Not supported by the documents, for an English reply).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Outcome:
     error: Exception | None = None
     hits: list[Hit] | None = None  # the passages given to the model (retrieval scenarios)
     cited: list[int] | None = None  # the passage numbers placed in the reply
+    unsupported: list[str] | None = None  # the reply's statements its passages contradict
     retrieval_seconds: float | None = None
 
 
@@ -171,7 +174,7 @@ class Conversation:
         bears the clicked name, so a second 【1】 would show two passages."""
         if hits:
             cited = cite.place_markers(text, [h.text for h in hits], self.chat.docs.tokenizer)
-            out.cited = cited.used
+            out.cited, out.unsupported = cited.used, cited.unsupported
             shown = list(cited.used) or list(range(1, len(hits) + 1))  # nothing matched: show what was given
             base = self.sources_shown
             number = {n: base + i for i, n in enumerate(shown, 1)}
@@ -180,7 +183,8 @@ class Conversation:
             sources = [passage_source(number[n], hits[n - 1]) for n in shown]
             heading = "来源 / Sources" if cited.used else "检索到的段落 / Retrieved passages"
             lines = "\n".join(f"- {s.name} {s.title}" for s in sources)
-            return f"{body}\n\n**{heading}**\n{lines}", sources
+            note = cite.unsupported_section(cited.unsupported, text)
+            return f"{body}\n\n**{heading}**\n{lines}" + (f"\n\n{note}" if note else ""), sources
         if self.scenario.source_field and (doc := self.flow.values.get(self.scenario.source_field)):
             return text, [Source("原文 source", doc, display="inline")]
         return text, []

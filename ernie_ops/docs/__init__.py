@@ -11,4 +11,5 @@ Modules, one job each:
 - `followup`: whether a question leans on the ones before it in the conversation (then it is searched with them).
 - `embed`, `fusion`: the optional dense path (/v1/embeddings) and reciprocal-rank fusion.
 - `cite`: numbered passages for the prompt, markers placed after the sentences they support.
+- `agree`: whether a sentence's numbers, dates, amounts and negations agree with a passage (before `cite` marks it).
 """

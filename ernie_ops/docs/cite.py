@@ -8,6 +8,12 @@ best passage when that share is at least `min_overlap`, plus the runner-up when 
 any passage the model itself cited there that passes the same test. A marker goes after the sentence's end mark and
 before the whitespace that follows; never inside a code block or inline code, never after a heading or a table row.
 
+Overlap alone cannot tell '满一年后享有15天年假' from a passage that says 5天, nor '年假不需要在OA系统中申请' from
+'年假需在OA系统中申请': so a passage that passes is cited only when the sentence also agrees with it
+(`agree.agrees`: the same numbers, dates, amounts and negations). A sentence that resembles passages but agrees with
+none of them gets no marker and is listed in `Cited.unsupported`; `unsupported_section` makes that list the note
+shown at the end of the reply.
+
 Why 0.4: measured with the replies in tests/unit/test_docs_cite.py (each tokenizer): a sentence copied from a
 passage scores 1.0 against it; a paraphrase a small model writes from a passage (same key nouns and numbers, its own
 wording) 0.5-0.8; a sentence about something else, or a generic one ('希望以上信息对你有帮助', 'Let me know if you
@@ -18,8 +24,9 @@ with room on both sides.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ernie_ops.docs.agree import agrees
 from ernie_ops.docs.chunk import split_sentences
 from ernie_ops.docs.model import Hit
 from ernie_ops.docs.tokens import query_terms, tokenize
@@ -36,12 +43,19 @@ _INLINE_CODE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
 _HEADING_OR_TABLE = re.compile(r"[ \t]{0,3}(?:#{1,6}(?:[ \t]|$)|\|)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<|~])")  # what can start emphasis, code, a link, HTML or a table cell mid-line
+_LIST_MARKER = re.compile(r"^(?:[-*+]|\d{1,2}[.)])[ \t]+")
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+UNSUPPORTED_ZH = "以下内容未在文档中找到依据："
+UNSUPPORTED_EN = "Not supported by the documents:"
 
 
 @dataclass(frozen=True)
 class Cited:
     text: str  # the reply with 【n】 markers
     used: list[int]  # 1-based passage numbers marked, in first-use order
+    unsupported: list[str] = field(default_factory=list)  # sentences that resemble a passage but contradict it
 
 
 def _one_line(s: str) -> str:
@@ -149,6 +163,7 @@ def place_markers(reply: str, passages: list[str], tokenizer: str, *, min_overla
             wanted.setdefault(i, set()).update(numbers)
     passage_tokens = [set(tokenize(p, tokenizer)) for p in passages]
     inserts: list[tuple[int, list[int]]] = []
+    unsupported: list[str] = []
     for i, (start, end) in enumerate(spans):
         line_start = masked.rfind("\n", 0, start) + 1
         if _HEADING_OR_TABLE.match(masked, line_start):
@@ -159,6 +174,11 @@ def place_markers(reply: str, passages: list[str], tokenizer: str, *, min_overla
         scores = [(len(terms & p) / len(terms), n) for n, p in enumerate(passage_tokens, 1)]
         passing = sorted(((s, n) for s, n in scores if s >= min_overlap), key=lambda sn: (-sn[0], sn[1]))
         if not passing:
+            continue  # resembles no passage: not a statement about the documents
+        passing = [(s, n) for s, n in passing if agrees(masked[start:end], passages[n - 1], tokenizer)]
+        if not passing:  # resembles passages and contradicts each of them
+            if (statement := _statement(text[start:end])) not in unsupported:
+                unsupported.append(statement)
             continue
         best = passing[0][0]
         chosen = [n for s, n in passing[:2] if s >= best - CLOSE]
@@ -170,4 +190,25 @@ def place_markers(reply: str, passages: list[str], tokenizer: str, *, min_overla
         pos = end
         used += [n for n in numbers if n not in used]
     out.append(text[pos:])
-    return Cited("".join(out), used)
+    return Cited("".join(out), used, unsupported)
+
+
+def _statement(sentence: str) -> str:
+    """A sentence of the reply as one line of the unsupported list (its list marker and line breaks dropped)."""
+    return _LIST_MARKER.sub("", " ".join(sentence.split()))
+
+
+def is_chinese(text: str) -> bool:
+    """True when `text` is mostly Chinese: at least as many CJK characters as Latin words (a simple test that is
+    enough to choose the language of a note; '年假有5天（annual leave）' is Chinese, 'Run `ernie-ops docs add`' not)."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return cjk > 0 and cjk >= len(_LATIN_WORD.findall(text))
+
+
+def unsupported_section(statements: list[str], reply: str) -> str:
+    """The note listing the reply's statements the passages contradict, in the reply's language ('' for none):
+    '**以下内容未在文档中找到依据：**' (or 'Not supported by the documents:') and one '- statement' line each."""
+    if not statements:
+        return ""
+    heading = UNSUPPORTED_ZH if is_chinese(reply) else UNSUPPORTED_EN
+    return f"**{heading}**\n" + "\n".join(f"- {s}" for s in statements)

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from ernie_ops.docs.cite import MIN_OVERLAP, Cited, place_markers, prompt_block, sources_list
+from ernie_ops import config
+from ernie_ops.chat import history
+from ernie_ops.chat.conversation import Conversation, Outcome
+from ernie_ops.docs.cite import (
+    MIN_OVERLAP,
+    UNSUPPORTED_EN,
+    UNSUPPORTED_ZH,
+    Cited,
+    place_markers,
+    prompt_block,
+    sources_list,
+    unsupported_section,
+)
 from ernie_ops.docs.model import Hit
 from ernie_ops.docs.tokens import TOKENIZERS, query_terms, tokenize
 
@@ -221,3 +233,78 @@ def test_no_marker_after_headings_or_table_rows():
         "1.\n"
     )
     assert place_markers(reply, PASSAGES, "bigram").text == reply.replace("loaded.\n", "loaded.【3】\n")
+
+
+# --- sentences that resemble a passage but contradict it -------------------------------------------------------
+
+CONTRADICTIONS = [
+    "员工入职满一年后享有15天带薪年假。",  # the passage says 5天
+    "年假不需要在OA系统中申请。",  # the passage says 需……在OA系统中申请
+    "You have 60 days after a purchase to submit the expense report.",  # 30 days
+    "Receipts over 100 USD do not need a scanned copy.",  # they need one
+]
+
+
+@pytest.mark.parametrize("tokenizer", CJK_AWARE)
+def test_a_contradicting_sentence_gets_no_marker_and_is_listed(tokenizer):
+    supported = ["工作满一年的员工每年有五天带薪年假。", "You have thirty days after a purchase to submit the expense report."]
+    reply = " ".join([supported[0], *CONTRADICTIONS, supported[1]])
+    cited = place_markers(reply, PASSAGES, tokenizer)
+    assert cited.text == " ".join([supported[0] + "【1】", *CONTRADICTIONS, supported[1] + "【4】"])
+    assert cited.used == [1, 4]
+    assert cited.unsupported == CONTRADICTIONS
+
+
+def test_the_models_own_marker_on_a_contradicting_sentence_is_dropped_too():
+    cited = place_markers("员工入职满一年后享有15天带薪年假【1】。", PASSAGES, "bigram")
+    assert cited == Cited("员工入职满一年后享有15天带薪年假。", [], ["员工入职满一年后享有15天带薪年假。"])
+
+
+def test_a_sentence_contradicting_the_closest_passage_is_cited_to_the_one_it_agrees_with():
+    passages = ["正式员工每年享有5天带薪年假，需在OA系统中申请。", "满十年的正式员工每年享有15天带薪年假。"]
+    sentence = "正式员工每年享有15天带薪年假，需在OA系统中申请。"  # closer in words to 1, in numbers to 2 only
+    assert place_markers(sentence, passages, "bigram") == Cited(sentence + "【2】", [2])
+
+
+def test_a_contradicting_list_item_is_listed_once_without_its_marker():
+    reply = "- 员工入职满一年后享有15天带薪年假。\n- 员工入职满一年后享有15天带薪年假。\n"
+    cited = place_markers(reply, PASSAGES, "bigram")
+    assert cited == Cited(reply, [], ["员工入职满一年后享有15天带薪年假。"])
+
+
+def test_the_unsupported_section_is_in_the_replys_language():
+    statements = ["员工入职满一年后享有15天带薪年假。", "年假不需要在OA系统中申请。"]
+    assert unsupported_section(statements, "年假有5天（annual leave）。" + " ".join(statements)) == (
+        f"**{UNSUPPORTED_ZH}**\n- 员工入职满一年后享有15天带薪年假。\n- 年假不需要在OA系统中申请。"
+    )
+    english = ["You have 60 days to submit the report."]
+    assert unsupported_section(english, "Run `ernie-ops docs add`. 年假. You have 60 days to submit the report.") == (
+        f"**{UNSUPPORTED_EN}**\n- You have 60 days to submit the report."
+    )
+    assert unsupported_section([], "任何回复") == ""
+    assert UNSUPPORTED_ZH.startswith("以下内容未在文档中找到依据") and UNSUPPORTED_EN == "Not supported by the documents:"
+
+
+def test_the_docs_reply_ends_with_the_statements_the_documents_do_not_support():
+    """What the Docs chat shows (Conversation._cite, which the Chainlit app and the integration tests drive): the
+    marked reply, the sources, then the unsupported statements. _cite uses neither the gateway client nor the
+    token counter, so the Conversation is built without them."""
+    chat = config.parse("").chat
+    docs = next(s for s in chat.effective_scenarios() if s.retrieval)
+    conv = Conversation(docs, chat, history.Budget(2048, 256, 64), client=None, counter=None)  # type: ignore[arg-type]
+    hits = [hit(1, "leave_policy.md", PASSAGES[0]), hit(2, "vpn.md", PASSAGES[1])]
+    text = "工作满一年的员工每年有5天带薪年假。员工入职满十年后享有15天带薪年假。年假不需要在OA系统中申请。"
+    out = Outcome("done")
+    shown, sources = conv._cite(text, hits, out)
+    assert shown == (
+        "工作满一年的员工每年有5天带薪年假。【1】员工入职满十年后享有15天带薪年假。年假不需要在OA系统中申请。\n\n"
+        "**来源 / Sources**\n- 【1】 leave_policy.md\n\n"
+        f"**{UNSUPPORTED_ZH}**\n- 员工入职满十年后享有15天带薪年假。\n- 年假不需要在OA系统中申请。"
+    )
+    assert [s.name for s in sources] == ["【1】"] and out.cited == [1] and len(out.unsupported) == 2
+    english = "You have 60 days after a purchase to submit the expense report."
+    shown, _ = conv._cite(english, [hit(3, "expenses.md", PASSAGES[3])], Outcome("done"))
+    assert shown.endswith(f"**{UNSUPPORTED_EN}**\n- {english}") and "【2】 expenses.md" in shown  # numbers run on
+    agreeing = "You have 30 days after a purchase to submit the expense report."
+    shown, _ = conv._cite(agreeing, [*hits[:1], hit(3, "e.md", PASSAGES[3])], Outcome("done"))
+    assert UNSUPPORTED_EN not in shown and UNSUPPORTED_ZH not in shown

@@ -1,0 +1,421 @@
+"""Whether a sentence says what the passage it resembles says: its numbers, dates, amounts and negations.
+
+Word overlap (what `cite` measures) cannot tell '员工入职满一年后享有15天带薪年假' from the passage's '5天', nor
+'年假不需要在OA系统中申请' from '年假需……在OA系统中申请': both share nearly every word. `agrees` is the second test
+a sentence passes before it gets a passage's marker. Pure functions, Chinese and English alike; all text is
+NFKC-normalised (full-width ５ -> 5) and lowercased first.
+
+Numbers (`facts`): Arabic (1,500; 1.5), Chinese (五 十五 两 三千 一百零五 二〇二六), mixed (1.5万 -> 15000), English
+words (five, twenty-one, 3 thousand), percentages (50%, 百分之五十, 50 percent), each with the unit written after it
+(天/日/工作日, 周/星期, 个月, 年 (a calendar year after 4 digits: 2026年), 小时, 分钟, 元/块, 美元/usd/$, %, and
+days/weeks/...; other measure words such as 张 or 次 as written), clock times (9:00, 九点, 下午6点 and 6 pm -> 18),
+and dates (2026-01-05, 2026年1月5日, 1月5日, January 5, 5 March 2026), which are taken out before the numbers so that
+3月31日 is one date and not 3 and 31. A Chinese numeral counts only with a unit after it or when it is written with
+十/百/千 (十五), so 一下, 一起, 十分 or 千万不要 are no numbers; 一 counts only before a unit of time, money or
+percent (一年, not the article in 一个问题); ordinals (第三方, 第2步) and list markers (1. / ① / (2)) are left out,
+and so are digits inside a word (v1.2, ipv6, x86_64). The sentence agrees when each of its quantities is in the
+passage with the same value and a compatible unit (the same unit after converting weeks to days, years to months,
+hours and minutes to seconds; or either side without a unit), and each of its dates is a date of the passage (the year
+and day compared when both sides give them).
+
+Negation: a passage often holds an unrelated 不 ('不得使用个人邮箱' in one sentence, '年假可顺延' in the next), so the
+polarity of the whole passage says nothing. Each clause of the sentence (split at ，,；;：: and sentence ends) is
+paired with the passage clause that shares most of its content words (at least `CLAUSE_MATCH` of them, negation words
+left out of the count; failing that, the passage clause most of whose own words are in the sentence clause), or with a
+whole passage sentence when that shares more (a sentence clause that spans several passage clauses); clauses within
+`CLOSE_MATCH` of the best are counterparts too, and agreeing with one of them is enough (a passage may say
+'原则上安排调休' and, of holidays, '不安排调休'); a clause that matches none is not compared. In a pair, each negation
+word (不 没 无 未 非 勿 别 禁止 严禁 不得 不需要 无需 不必 不用 不能 不可 没有 无法 并非; not no never without none
+nothing nobody cannot n't) negates the word after it, its 'target': the next two Chinese characters or the next word,
+modal words and prepositions (需要, 可以, 在, need, be, for) skipped. A negation counts when its target is empty (the
+clause's predicate itself, '...are not required') or appears on the other side; one whose target the other side does
+not mention (未 in '未休年假可顺延' against '剩余年假可以顺延') is about something else and does not count. A negation
+on one side whose target sits right after a negation on the other ('禁止用个人邮箱' / '不得使用个人邮箱') counts on
+both sides. The pair disagrees when the counts differ in parity (one side negated, the other not). Words that contain
+a negation character without negating (不同, 不过, 无论, 未来, 非常, 不超过, 不得不, no later than...) are taken out
+first. Table rows and headings of the passage are not compared (a cell's 无 means nothing without its column).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from ernie_ops.docs.chunk import split_sentences
+from ernie_ops.docs.tokens import query_terms, tokenize
+
+CLAUSE_MATCH = 0.5  # share of a sentence clause's content words a passage clause must hold to be its counterpart
+CLOSE_MATCH = 0.1  # passage clauses this close to the best one are counterparts too; agreeing with one is enough
+MIN_CLAUSE_TERMS = 2  # a shorter clause ('是的', 'No') is not compared
+_MAX_TERMS = 10_000
+
+
+@dataclass(frozen=True)
+class Quantity:
+    value: float
+    unit: str  # a canonical unit ('day', 'second', 'yuan', '%', 'oclock'...), a measure word as written, '' for none
+
+
+@dataclass(frozen=True)
+class Date:
+    year: int | None
+    month: int
+    day: int | None
+
+
+@dataclass(frozen=True)
+class Facts:
+    dates: tuple[Date, ...]
+    quantities: tuple[Quantity, ...]
+
+
+# --- normalising ------------------------------------------------------------------------------------------------
+
+_CIRCLED = re.compile("[\u2460-\u24ff\u2776-\u2793]")  # ① ⑴ ⒈ ❶: list markers that NFKC would make digits
+_LIST_MARKER = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,2}[.)、]|\(\d{1,2}\)|（\d{1,2}）)[ \t]+", re.M)
+
+
+def normalise(text: str) -> str:
+    """NFKC, lowercased, with curly apostrophes straight, circled numbers and list markers ('1. ', '- ') removed."""
+    text = unicodedata.normalize("NFKC", _CIRCLED.sub(" ", text)).lower().replace("\u2019", "'")
+    return _LIST_MARKER.sub(lambda m: " " * len(m.group()), text)
+
+
+# --- numbers ----------------------------------------------------------------------------------------------------
+
+_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_SMALL = {"十": 10, "百": 100, "千": 1000}
+_ZH_BIG = {"万": 10_000, "亿": 100_000_000}
+_ZH_NUMERAL = "零〇一二两三四五六七八九十百千万亿"
+
+
+def zh_number(numeral: str) -> float:
+    """The value of a Chinese numeral: 十五 -> 15, 一百零五 -> 105, 两万三千 -> 23000, 二〇二六 -> 2026, 一点五 -> 1.5."""
+    whole, _, fraction = numeral.partition("点")
+    if whole and all(c in _ZH_DIGITS for c in whole) and len(whole) > 1:
+        value = float(int("".join(str(_ZH_DIGITS[c]) for c in whole)))  # digit by digit: 二〇二六
+    else:
+        total, section, digit = 0, 0, 0
+        for c in whole:
+            if c in _ZH_DIGITS:
+                digit = _ZH_DIGITS[c]
+            elif c in _ZH_SMALL:
+                section += (digit or 1) * _ZH_SMALL[c]
+                digit = 0
+            else:
+                total = (total + section + digit) * _ZH_BIG[c]
+                section = digit = 0
+        value = float(total + section + digit)
+    if fraction:
+        value += float("0." + "".join(str(_ZH_DIGITS[c]) for c in fraction))
+    return value
+
+
+_EN_ONE_NAMES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
+_EN_ONES = [*_EN_ONE_NAMES.split(" "), "eighteen", "nineteen"]
+_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_EN_WORDS = {w: i for i, w in enumerate(_EN_ONES)} | _EN_TENS
+_EN_SCALE = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
+
+# Units after a number ('|' between spellings): each maps to (canonical unit, factor to it). Units of one dimension
+# share a canonical unit so that 两周 and 14天, 一年 and 12个月 compare equal.
+_UNIT_SPELLINGS = {
+    ("day", 1): "个工作日|工作日|个自然日|自然日|天|日|days|day|business days|business day|working days|working day"
+    + "|calendar days|calendar day",
+    ("day", 7): "个星期|星期|礼拜|周|weeks|week",
+    ("month", 1): "个月|months|month",
+    ("month", 12): "年|years|year",
+    ("second", 3600): "个小时|个钟头|小时|钟头|hours|hour|hrs|hr|h",
+    ("second", 60): "分钟|minutes|minute|mins|min",
+    ("second", 1): "秒钟|秒|seconds|second|secs|sec|s",
+    ("yuan", 1): "元|块钱|块|人民币|yuan|rmb|cny",
+    ("usd", 1): "美元|美金|usd|us dollars|dollars|dollar",
+    ("%", 1): "%|percent|per cent",
+    ("oclock", 1): "点钟|点|时|o'clock|am|a.m.|pm|p.m.",
+}
+_UNITS: dict[str, tuple[str, float]] = {u: unit for unit, spellings in _UNIT_SPELLINGS.items() for u in spellings.split("|")}
+_MEASURE_WORDS = list("个次张条项名位人份页台岁倍级步层家件种本篇章节句行字号届轮批组套部所间座辆门笔期")  # kept as written
+_TIME_UNITS = {"day", "month", "second", "yuan", "usd", "%"}  # the units 一 must stand before to be a number
+_PREFIX_CURRENCY = {"$": "usd", "¥": "yuan"}
+_MULTIPLIERS = {"万": 10_000, "亿": 100_000_000, "千": 1000, "百": 100}
+
+_UNIT_ALTERNATIVES = "|".join(
+    re.escape(u) + (r"\b" if u[-1].isascii() and u[-1].isalpha() else "")  # '5 days', not the s of '3 steps'
+    for u in sorted([*_UNITS, *_MEASURE_WORDS], key=len, reverse=True)
+)
+_EN_NUMBER = rf"(?:{'|'.join(sorted(_EN_WORDS, key=len, reverse=True))})(?:[- ](?:{'|'.join(_EN_ONES[1:10])}))?"
+_NUMBER = re.compile(
+    rf"(?P<pct_zh>百分之)?(?:(?P<cur>[$¥])\s*)?"
+    rf"(?:(?P<ar>\d+(?:,\d{{3}})*(?:\.\d+)?)(?:\s*(?P<mult>[万亿千百]))?"
+    rf"|(?P<zh>[{_ZH_NUMERAL}]+(?:点[零〇一二三四五六七八九]+)?)"
+    rf"|\b(?P<en>{_EN_NUMBER})\b)"
+    rf"(?:\s*(?P<scale>hundred|thousand|million|billion)\b)?"
+    rf"(?:\s*(?P<unit>{_UNIT_ALTERNATIVES}))?"
+)
+_AFTERNOON = re.compile(r"(?:下午|晚上|傍晚)\s*$")
+_TIME = re.compile(r"(?<![\d.:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])(?:\s*(am|pm)\b)?")
+
+# Dates: 2026-01-05 2026/1/5 2026.1.5; [2026年]1月5日 (Arabic or Chinese); January 5[, 2026]; 5 January [2026].
+_MONTH_NAMES = "january february march april may june july august september october november december"
+_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(" "), 1)}
+_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items()) if m != "may"} | {"sept": 9}
+_MONTH_NAME = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ZH_SMALL_NUMBER = r"\d{1,2}|[一二三四五六七八九十]{1,3}"
+_DATE = re.compile(
+    rf"(?<!\d)(?P<iy>\d{{4}})[-/.](?P<im>\d{{1,2}})[-/.](?P<id>\d{{1,2}})(?!\d)"
+    rf"|(?:(?P<zy>\d{{4}}|[〇零一二三四五六七八九]{{4}})\s*年\s*)?(?<![\d个])(?P<zm>{_ZH_SMALL_NUMBER})\s*月(?:\s*(?P<zd>{_ZH_SMALL_NUMBER})\s*[日号])?"
+    rf"|\b(?P<em>{_MONTH_NAME})\.?\s+(?P<ed>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s*(?P<ey>\d{{4}})\b)?"
+    rf"|\b(?P<fd>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<fm>{_MONTH_NAME})\b\.?(?:,?\s*(?P<fy>\d{{4}})\b)?"
+)
+
+
+def _small(s: str | None) -> int | None:
+    if s is None:
+        return None
+    return int(s) if s.isdigit() else int(zh_number(s))
+
+
+def _date(m: re.Match[str]) -> Date | None:
+    g = m.groupdict()
+    if g["iy"]:
+        year, month, day = int(g["iy"]), int(g["im"]), int(g["id"])
+    elif g["zm"]:
+        year, month, day = _small(g["zy"]), _small(g["zm"]), _small(g["zd"])
+    elif g["em"]:
+        year, month, day = _small(g["ey"]), _MONTHS[g["em"]], int(g["ed"])
+    else:
+        year, month, day = _small(g["fy"]), _MONTHS[g["fm"]], int(g["fd"])
+    if not (month and 1 <= month <= 12) or (day is not None and not 1 <= day <= 31):
+        return None
+    return Date(year, month, day)
+
+
+def _blank(text: str, start: int, end: int) -> str:
+    return text[:start] + " " * (end - start) + text[end:]
+
+
+def _en_value(words: str, scale: str | None) -> float:
+    value = sum(_EN_WORDS[w] for w in re.split(r"[- ]", words))
+    return float(value * (_EN_SCALE[scale] if scale else 1))
+
+
+def _quantity(text: str, m: re.Match[str]) -> Quantity | None:
+    """The quantity a `_NUMBER` match stands for, or None when it is no number (part of a word, an ordinal, an idiom)."""
+    g = m.groupdict()
+    before = text[max(0, m.start() - 1) : m.start()]
+    unit_text = g["unit"]
+    if g["ar"]:
+        after = text[m.end() : m.end() + 2]
+        if re.match(r"[a-z_\d.]", before) or (not unit_text and re.match(r"[a-z_]|[.\-]\d", after)):
+            return None  # v1.2  ipv6  x86_64  10.0.0.1
+        value = float(g["ar"].replace(",", "")) * _MULTIPLIERS.get(g["mult"] or "", 1)
+    elif g["zh"]:
+        numeral = g["zh"]
+        if numeral[0] in "百千万亿" or (len(numeral) == 1 and not unit_text and not g["pct_zh"]):
+            return None  # 千万不要  万一  一下  十分
+        value = zh_number(numeral)
+        unit = _UNITS.get(unit_text or "", ("",))[0]
+        if numeral == "一" and unit not in _TIME_UNITS:
+            return None  # the article in 一个问题, 一次, 一点
+    else:
+        if re.match(r"[a-z]", before) or (g["en"] == "one" and not unit_text):
+            return None  # 'the one that', 'someone'
+        value = _en_value(g["en"], None)
+    if g["scale"]:
+        value *= _EN_SCALE[g["scale"]]
+    if text[max(0, m.start() - 1) : m.start()] == "第":
+        return None  # an ordinal: 第三方, 第2步
+    if g["pct_zh"]:
+        return Quantity(value, "%")
+    if g["cur"]:
+        return Quantity(value, _PREFIX_CURRENCY[g["cur"]])
+    if unit_text == "年" and len(g["ar"] or g["zh"] or "") == 4 and value.is_integer() and 1900 <= value < 2200:
+        return Quantity(value, "year")  # a calendar year (2026年, 二〇二六年), not twelve months times 2026
+    if unit_text in _UNITS:
+        canonical, factor = _UNITS[unit_text]
+        afternoon = unit_text in ("pm", "p.m.") or _AFTERNOON.search(text[max(0, m.start() - 4) : m.start()])
+        if canonical == "oclock" and afternoon and value < 12:
+            value += 12
+        return Quantity(value * factor, canonical)
+    return Quantity(value, unit_text or "")
+
+
+def facts(text: str) -> Facts:
+    """The dates and quantities written in `text` (see the module docstring)."""
+    text = normalise(text)
+    dates = []
+    for m in _DATE.finditer(text):
+        if d := _date(m):
+            dates.append(d)
+            text = _blank(text, m.start(), m.end())
+    quantities = []
+    for m in _TIME.finditer(text):
+        hour = int(m.group(1)) + (12 if m.group(3) == "pm" and int(m.group(1)) < 12 else 0)
+        quantities.append(Quantity(hour + int(m.group(2)) / 60, "oclock"))
+        text = _blank(text, m.start(), m.end())
+    for m in _NUMBER.finditer(text):
+        if q := _quantity(text, m):
+            quantities.append(q)
+    return Facts(tuple(dates), tuple(quantities))
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def _quantity_found(q: Quantity, passage: Facts) -> bool:
+    if any(_same(q.value, p.value) and (not q.unit or not p.unit or q.unit == p.unit) for p in passage.quantities):
+        return True
+    if q.unit == "year":
+        return any(d.year is not None and _same(q.value, d.year) for d in passage.dates)  # 2026年 / 2026-01-01
+    if q.unit:
+        return False
+    parts = [x for d in passage.dates for x in (d.year, d.month, d.day) if x is not None]
+    return any(_same(q.value, x) for x in parts)  # a bare number may be part of one of the passage's dates
+
+
+def _date_found(d: Date, passage: Facts) -> bool:
+    return any(
+        d.month == p.month and (d.day is None or d.day == p.day) and (d.year is None or p.year is None or d.year == p.year)
+        for p in passage.dates
+    )
+
+
+def unsupported_facts(sentence: str, passage: str) -> list[Date | Quantity]:
+    """The sentence's dates and quantities that the passage does not state ([] when they all agree)."""
+    s, p = facts(sentence), facts(passage)
+    return [d for d in s.dates if not _date_found(d, p)] + [q for q in s.quantities if not _quantity_found(q, p)]
+
+
+# --- negation ---------------------------------------------------------------------------------------------------
+
+# Words that hold a negation character or word without negating anything; removed before negations are looked for.
+_NOT_NEGATIONS = re.compile(
+    "不得不|不能不|不同|不断|不过|不仅|不但|不少|不久|不论|不管|不错|不如|不然|不一样|毫不犹豫|"
+    "不超过|不少于|不低于|不高于|不多于|不晚于|不早于|不大于|不小于|"
+    "无论|未来|未必不|非常|除非|无线|非洲|南非|别人|别的|"
+    r"\bno (?:more|later|earlier|less|fewer) than\b|\bnot (?:more|later|earlier|less|fewer) than\b|\bnot only\b|"
+    r"\bno matter\b|\bno\.(?=\s*\d)|\bnonetheless\b|\bnevertheless\b|\bnotwithstanding\b"
+)
+_NEGATION = re.compile(
+    "不需要|不必|不用|不得|不能|不可|不要|没有|无需|无须|无法|禁止|严禁|并非|不|没|无|未|非|勿"
+    "|(?<![\u3400-\u9fff])别|(?<=[请你您也就都万])别"  # 别 negates as an imperative (请别, 千万别), not in 假别 or 性别
+    r"|n't\b|\b(?:not|no|never|without|none|nothing|nobody|cannot|neither|nor)\b"
+)
+# Modal and auxiliary words between a negation and the word it negates: 不需要在OA系统申请 negates 申请 in OA, not 在.
+_FILLER = re.compile(
+    r"\s*(?:需要|需|必须|必|应该|应当|应|可以|可|能够|能|会|要|用|得|是|太|很|再|都|也|就|在|于|被|把|给|让|对|向|从|一定"
+    r"|(?:be|is|are|was|were|been|being|do|does|did|have|has|had|to|a|an|the|any|need|needs|needed|required|require"
+    r"|allowed|permitted|necessary|possible|able|always|also|ever|yet|so|very|really|for|of|with|in|on|at|by|from|about)\b)"
+)
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_WORD = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{1,2}")
+_CLAUSE_BREAK = re.compile(r"[，,；;：:。！？!?\n]+|(?<=[a-z0-9])\.(?=\s|$)|\bbut\b|但是|但|然而|而且")
+_TABLE_ROW = re.compile(r"^[ \t]*(?:\||#{1,6}[ \t]).*$", re.M)
+_WINDOW = 4  # characters after a negation (and its modal words) where a negation on the other side may find its target
+
+
+@dataclass(frozen=True)
+class _Negation:
+    target: str  # what it negates: the next word or two Chinese characters, '' when nothing follows in the clause
+    window: str  # the text right after it (fillers skipped), where the other side's target may sit
+
+
+def _negations(clause: str) -> list[_Negation]:
+    text = _NOT_NEGATIONS.sub(lambda m: " " * len(m.group()), clause)
+    out = []
+    for m in _NEGATION.finditer(text):
+        pos = m.end()
+        for _ in range(4):  # skip up to four modal words: 不需要在 -> OA
+            f = _FILLER.match(text, pos)
+            if not f or f.end() == pos:
+                break
+            pos = f.end()
+        rest = text[pos:].lstrip()
+        word = _WORD.match(rest)
+        target = word.group() if word else ""
+        window = re.sub(r"\s+", "", rest)[:_WINDOW] if _CJK.match(rest[:1]) else " ".join(rest.split()[:2])
+        out.append(_Negation(target, window))
+    return out
+
+
+def _clauses(text: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE_BREAK.split(text) if c and c.strip()]
+
+
+def _passage_units(passage: str) -> list[str]:
+    """The passage's clauses, then its sentences (for a sentence clause that spans several passage clauses). Table
+    rows and headings are left out: a cell's 无 means nothing without its column, and a title has no polarity."""
+    text = _TABLE_ROW.sub("", normalise(passage))
+    sentences = [text[a:b] for a, b in split_sentences(text)]
+    return _clauses(text) + [s for s in sentences if len(_clauses(s)) > 1]
+
+
+def _without_negations(text: str) -> str:
+    return _NEGATION.sub(" ", _NOT_NEGATIONS.sub(" ", text))
+
+
+def _counterparts(clause: str, passage_units: list[str], tokenizer: str) -> list[str]:
+    """The passage clauses (or sentences) holding the most of `clause`'s content words: at least CLAUSE_MATCH of
+    them and within CLOSE_MATCH of the best. Several when the passage says the same words twice ('原则上安排调休' and
+    '不安排调休'). When none holds enough, the passage clauses whose own words are mostly in `clause` ('年假可以提前
+    预支' holds all of '年假不能预支', though only half of its words are there). [] for a clause too short to compare
+    or like nothing in the passage."""
+    terms = set(query_terms(_without_negations(clause), tokenizer, limit=_MAX_TERMS))
+    if len(terms) < MIN_CLAUSE_TERMS:
+        return []
+    units = [(u, set(tokenize(_without_negations(u), tokenizer))) for u in passage_units]
+    for share in (
+        lambda tokens: len(terms & tokens) / len(terms),
+        lambda tokens: len(terms & tokens) / len(tokens) if len(tokens) >= MIN_CLAUSE_TERMS else 0.0,
+    ):
+        shares = [(share(tokens), u) for u, tokens in units]
+        best = max((s for s, _ in shares), default=0.0)
+        if best >= CLAUSE_MATCH:
+            return [u for s, u in shares if s >= best - CLOSE_MATCH]
+    return []
+
+
+def _negation_counts(a: str, b: str) -> tuple[int, int]:
+    """How many negations of clause `a`, and of clause `b`, bear on what the other clause says."""
+    neg_a, neg_b = _negations(a), _negations(b)
+    count_a = count_b = 0
+    unmatched_b = list(neg_b)
+    for n in neg_a:
+        partner = next((x for x in unmatched_b if _same_target(n, x)), None)
+        if partner is not None:  # both sides negate the same thing: '禁止用个人邮箱' / '不得使用个人邮箱'
+            unmatched_b.remove(partner)
+            count_a, count_b = count_a + 1, count_b + 1
+        elif not n.target or n.target in b:
+            count_a += 1
+    count_b += sum(1 for x in unmatched_b if not x.target or x.target in a)
+    return count_a, count_b
+
+
+def _same_target(x: _Negation, y: _Negation) -> bool:
+    if not x.target or not y.target:
+        return not x.target and not y.target
+    return x.target in y.window or y.target in x.window
+
+
+def contradicting_clause(sentence: str, passage: str, tokenizer: str) -> tuple[str, str] | None:
+    """(sentence clause, passage clause) when a clause of the sentence is negated where each of its counterparts in
+    the passage is not, or the other way round; None when the negations agree."""
+    passage_units = _passage_units(passage)
+    for clause in _clauses(normalise(sentence)):
+        matches = _counterparts(clause, passage_units, tokenizer)
+        odd = [m for m in matches if _polarity_differs(clause, m)]
+        if matches and len(odd) == len(matches):
+            return clause, odd[0]
+    return None
+
+
+def _polarity_differs(clause: str, counterpart: str) -> bool:
+    count_s, count_p = _negation_counts(clause, counterpart)
+    return count_s % 2 != count_p % 2
+
+
+def agrees(sentence: str, passage: str, tokenizer: str) -> bool:
+    """True when the sentence's numbers, dates, amounts and negations agree with the passage (module docstring)."""
+    return not unsupported_facts(sentence, passage) and contradicting_clause(sentence, passage, tokenizer) is None
