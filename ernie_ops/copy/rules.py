@@ -17,8 +17,20 @@ Forbidden words: the default list is the absolute claims the PRC Advertising Law
 最高级、最佳) forbids and the terms regulators' guidance names with it. Bare 最 is NOT in the default list: as a
 substring it flags neutral words (最近, 最后), which would make every such post regenerate; its superlative
 compounds are listed instead. A site that wants bare 最 adds it in config. Matching is a plain substring
-search, case-insensitive for Latin letters (NO.1 = No.1); where two listed words overlap (全网最低 and 最低)
-the longest match at a place is reported, once. Full-width variants (１００％) are not folded.
+search on a folded copy of the post (`fold`): Unicode NFKC (full-width ＮＯ．１ and １００％ become NO.1 and 100%),
+case folded (NO.1 = No.1), and white space (spaces, line breaks, the ideographic space U+3000) and invisible
+characters (Default_Ignorable_Code_Point: zero-width space and joiners, soft hyphen, variation selectors)
+removed, so 第 一, 最　佳 and 第\u200b一 are caught. The post itself is never changed: a match is reported with
+the span it covers in the post as written (`offset`, `end`, `written`), for highlighting. Line breaks are
+folded too: a Chinese reader reads across them (第\n一 reads as 第一), and breaking a word is the same evasion as
+spacing it. What folding could join wrongly is a Latin or digit word: TOP 10 folds to top10 and NO. 12 to no.12,
+which contain top1 and no.1; so a listed word that ends (starts) with a digit does not match where the folded
+text goes on with (comes after) another digit. Where two listed words overlap (全网最低 and 最低) the longest
+match at a place is reported, once.
+
+Near-duplicates (`similarity`, `near_duplicate`): two posts of one set are compared as sets of character
+3-grams (shingles) of their folded text with punctuation and symbols (emoji) left out, by Jaccard
+(shared / all). The threshold and the examples it was measured on are in tests/unit/test_copy_rules.py.
 
 Parsing (`parse_posts`): the model is asked for JSON {"posts": ["...", ...]} (guided decoding). Tolerated: white
 space around it and one code fence around it (```json ... ```), which weak models add even when guided.
@@ -29,6 +41,8 @@ non-empty string, or a number of posts other than the one asked for.
 from __future__ import annotations
 
 import json
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import regex
@@ -78,11 +92,48 @@ DEFAULT_FORBIDDEN_WORDS: tuple[str, ...] = (
 )
 
 _GRAPHEME = regex.compile(r"\X")
+_DROPPED = regex.compile(r"[\s\p{Default_Ignorable_Code_Point}]+")
+_NOT_A_WORD = regex.compile(r"[\p{P}\p{S}]+")  # left out of the shingles: punctuation, symbols, emoji
+SHINGLE = 3  # characters per shingle
+NEAR_DUPLICATE = 0.5  # Jaccard of the 3-gram sets at or above which a post repeats an earlier one (measured in the tests)
 
 
 def count_chars(text: str) -> int:
     """Characters as a person counts them: extended grapheme clusters (see the module docstring)."""
     return len(_GRAPHEME.findall(text))
+
+
+def _fold_piece(piece: str) -> str:
+    return _DROPPED.sub("", unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", piece).casefold()))
+
+
+def fold(text: str) -> str:
+    """The text as matched: NFKC, case folded, without white space or invisible characters (module docstring)."""
+    return _fold_piece(text)
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A folded copy of a text and, for each of its characters, the span (start, end) in the text it came from."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        """The span in the original text of the folded characters start..end (end exclusive, end > start)."""
+        return self.spans[start][0], self.spans[end - 1][1]
+
+
+def fold_with_spans(text: str) -> Folded:
+    """`fold(text)`, keeping where each folded character came from. Folded one grapheme cluster at a time:
+    NFKC composes only within a cluster (a letter and its combining marks), so the pieces join to `fold(text)`."""
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for cluster in _GRAPHEME.finditer(text):
+        piece = _fold_piece(cluster.group())
+        chars.append(piece)
+        spans.extend([cluster.span()] * len(piece))
+    return Folded("".join(chars), tuple(spans))
 
 
 @dataclass(frozen=True)
@@ -109,7 +160,9 @@ class Problem:
     kind: "too_long" or "forbidden".
     count/limit: for too_long, the post's count and the limit.
     word/position/offset: for forbidden, the listed word, its position as a person counts (1-based, the Nth
-    character, counted as `count_chars` does) and its index in the Python string (for highlighting).
+    character, counted as `count_chars` does) and its index in the Python string (for highlighting);
+    end/written: the end of the match in the Python string and the text there as written (１００％, 第 一).
+    similar_to/similarity: for duplicate, the 1-based index of the earlier post it repeats and their similarity.
     """
 
     kind: str
@@ -119,21 +172,39 @@ class Problem:
     word: str | None = None
     position: int | None = None
     offset: int | None = None
+    end: int | None = None
+    written: str | None = None
+    similar_to: int | None = None
+    similarity: float | None = None
 
     @property
     def flag(self) -> str:
-        """Short form for a results file: "too_long:72/60" or "forbidden:最佳@5"."""
+        """Short form for a results file: "too_long:72/60", "forbidden:最佳@5" or "duplicate_of:1~0.82"."""
         if self.kind == "too_long":
             return f"too_long:{self.count}/{self.limit}"
-        return f"forbidden:{self.word}@{self.position}"
+        if self.kind == "forbidden":
+            return f"forbidden:{self.word}@{self.position}"
+        if self.kind == "duplicate":
+            return f"duplicate_of:{self.similar_to}~{self.similarity:.2f}"
+        return f"{self.kind}:{self.message}"
 
 
-def _forbidden_pattern(words: tuple[str, ...]) -> regex.Pattern[str] | None:
-    if not words:
+def _word_pattern(folded_word: str) -> str:
+    """A folded listed word as a pattern; a digit at either end must not continue a number (TOP1 is not TOP10)."""
+    pattern = regex.escape(folded_word)
+    if folded_word[:1].isdigit():
+        pattern = r"(?<!\d)" + pattern
+    if folded_word[-1:].isdigit():
+        pattern += r"(?!\d)"
+    return pattern
+
+
+def _forbidden_pattern(folded_words: list[str]) -> regex.Pattern[str] | None:
+    if not folded_words:
         return None
     # Longest first, so at one place the longest listed word wins (全网最低 over 最低).
-    ordered = sorted(set(words), key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(w) for w in ordered), regex.IGNORECASE)
+    ordered = sorted(set(folded_words), key=len, reverse=True)
+    return regex.compile("|".join(_word_pattern(w) for w in ordered))
 
 
 def check(post: str, rules: Rules) -> list[Problem]:
@@ -149,22 +220,77 @@ def check(post: str, rules: Rules) -> list[Problem]:
                 limit=rules.max_chars,
             )
         )
-    pattern = _forbidden_pattern(rules.forbidden_words)
-    if pattern is not None:
-        canonical = {w.casefold(): w for w in rules.forbidden_words}
-        for match in pattern.finditer(post):
-            word = canonical.get(match.group().casefold(), match.group())
-            position = count_chars(post[: match.start()]) + 1
-            problems.append(
-                Problem(
-                    kind="forbidden",
-                    message=f"forbidden absolute claim {word!r} at character {position}.",
-                    word=word,
-                    position=position,
-                    offset=match.start(),
-                )
-            )
+    problems.extend(forbidden(post, rules.forbidden_words))
     return problems
+
+
+def forbidden(post: str, words: tuple[str, ...]) -> list[Problem]:
+    """Each listed word in `post`, matched on its folded copy, reported with its span as written."""
+    canonical: dict[str, str] = {}
+    for word in words:
+        canonical.setdefault(fold(word), word)  # a word that folds to nothing (only white space) cannot be listed
+    pattern = _forbidden_pattern([w for w in canonical if w])
+    if pattern is None:
+        return []
+    folded = fold_with_spans(post)
+    problems = []
+    for match in pattern.finditer(folded.text):
+        word = canonical[match.group()]
+        start, end = folded.original(match.start(), match.end())
+        written = post[start:end]
+        position = count_chars(post[:start]) + 1
+        shown = "" if written == word else f" (written {written!r})"
+        problems.append(
+            Problem(
+                kind="forbidden",
+                message=f"forbidden absolute claim {word!r} at character {position}{shown}.",
+                word=word,
+                position=position,
+                offset=start,
+                end=end,
+                written=written,
+            )
+        )
+    return problems
+
+
+def shingles(text: str, n: int = SHINGLE) -> frozenset[str]:
+    """The character n-grams of the folded text without punctuation, symbols and emoji; a shorter non-empty
+    text is its own single shingle."""
+    letters = _NOT_A_WORD.sub("", fold(text))
+    if len(letters) < n:
+        return frozenset([letters] if letters else [])
+    return frozenset(letters[i : i + n] for i in range(len(letters) - n + 1))
+
+
+def similarity(a: str, b: str, n: int = SHINGLE) -> float:
+    """Jaccard similarity (0..1) of the two texts' shingle sets; two texts without any letters are 1.0 alike
+    when they fold to the same text, else 0.0."""
+    sa, sb = shingles(a, n), shingles(b, n)
+    if not sa or not sb:
+        return 1.0 if fold(a) == fold(b) else 0.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def near_duplicate(post: str, earlier: Sequence[str | None], threshold: float = NEAR_DUPLICATE) -> Problem | None:
+    """The most similar of the `earlier` posts of the set (1-based index; None entries are skipped) when it is
+    at or above `threshold`, as a "duplicate" problem; None when the post is distinct from all."""
+    best: tuple[float, int] | None = None
+    for index, other in enumerate(earlier, start=1):
+        if other is None:
+            continue
+        score = similarity(post, other)
+        if score >= threshold and (best is None or score > best[0]):
+            best = (score, index)
+    if best is None:
+        return None
+    score, index = best
+    return Problem(
+        kind="duplicate",
+        message=f"{score:.0%} like post {index} of the same set (near-duplicate threshold {threshold:.0%}).",
+        similar_to=index,
+        similarity=round(score, 4),
+    )
 
 
 class PostsFormatError(ErnieOpsError):
