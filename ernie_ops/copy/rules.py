@@ -10,8 +10,10 @@ extended grapheme clusters (Unicode UAX #29, the `regex` module's \\X), not `len
   platforms that limit a post's length count it too), a line break is one ("\\r\\n" is one cluster).
   Nothing is stripped: leading and trailing spaces count as well, so the caller decides about them.
 
-Checks (`check`): too long (with the count and the limit) and each forbidden word found (with the word and its
-position). A post that fails is reported, never truncated: cutting mid-word is what the issue forbids.
+Checks (`check`): too long (with the count and the limit), a channel's rules when `Rules` carries them (hashtags,
+emoji, line breaks, a title line: copy/channels.py says which and why), and each forbidden word found (with
+the word and its position). A post that fails is reported, never truncated: cutting mid-word is what the issue
+forbids.
 
 Forbidden words: the default list is the absolute claims the PRC Advertising Law (广告法 article 9(3): 国家级、
 最高级、最佳) forbids and the terms regulators' guidance names with it. Bare 最 is NOT in the default list: as a
@@ -142,10 +144,18 @@ class Rules:
 
     max_chars: int = DEFAULT_MAX_CHARS
     forbidden_words: tuple[str, ...] = field(default=DEFAULT_FORBIDDEN_WORDS)
+    # a channel's rules (copy/channels.py); the defaults check nothing more than length and words
+    hashtags: tuple[int, int] | None = None  # (fewest, most) hashtags
+    hashtags_at_end: bool = False  # the hashtags after the text, none inside it
+    max_emoji: int | None = None
+    line_breaks: bool = True  # False: the post must be one paragraph
+    title_max: int | None = None  # the first line is a title of at most this many characters, the text follows
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_chars, int) or isinstance(self.max_chars, bool) or self.max_chars < 1:
             raise UsageError(f"max_chars = {self.max_chars!r} is not a positive whole number; give e.g. 60.")
+        if self.hashtags is not None and not 0 <= self.hashtags[0] <= self.hashtags[1]:
+            raise UsageError(f"hashtags = {self.hashtags!r} is not a range (fewest, most); give e.g. (1, 2).")
         words = tuple(self.forbidden_words)
         for word in words:
             if not isinstance(word, str) or not word.strip():
@@ -176,6 +186,7 @@ class Problem:
     written: str | None = None
     similar_to: int | None = None
     similarity: float | None = None
+    low: int | None = None  # for hashtags: the fewest the channel wants
 
     @property
     def flag(self) -> str:
@@ -186,7 +197,11 @@ class Problem:
             return f"forbidden:{self.word}@{self.position}"
         if self.kind == "duplicate":
             return f"duplicate_of:{self.similar_to}~{self.similarity:.2f}"
-        return f"{self.kind}:{self.message}"
+        if self.kind == "hashtags" and self.count is not None:
+            return f"hashtags:{self.count}/{self.low}-{self.limit}"
+        if self.kind in ("emoji", "title", "line_breaks") and self.count is not None:
+            return f"{self.kind}:{self.count}/{self.limit}"
+        return self.kind if self.word is None else f"{self.kind}:{self.word}"
 
 
 def _word_pattern(folded_word: str) -> str:
@@ -220,7 +235,58 @@ def check(post: str, rules: Rules) -> list[Problem]:
                 limit=rules.max_chars,
             )
         )
+    problems.extend(channel_problems(post, rules))
     problems.extend(forbidden(post, rules.forbidden_words))
+    return problems
+
+
+_HASHTAG = regex.compile(r"#[^#\s]{1,40}#|#[^#\s]+")  # Weibo's #话题# or a #标签 that ends at a space
+_EMOJI = regex.compile(r"\p{Extended_Pictographic}|\p{Regional_Indicator}")
+_LINE_BREAK = regex.compile(r"\r\n|[\n\r\u2028\u2029\x0b\x0c\x85]")
+_WORDS = regex.compile(r"[\p{L}\p{N}]")
+
+
+def hashtags(post: str) -> list[str]:
+    """The hashtags of a post as written (#话题# or #标签), full-width ＃ included."""
+    folded = unicodedata.normalize("NFKC", post)
+    return _HASHTAG.findall(folded)
+
+
+def count_emoji(post: str) -> int:
+    """Emoji as a person counts them: grapheme clusters holding a pictograph or a flag's regional indicators."""
+    return sum(1 for cluster in _GRAPHEME.findall(post) if _EMOJI.search(cluster))
+
+
+def channel_problems(post: str, rules: Rules) -> list[Problem]:
+    """What a post breaks of its channel's rules (hashtags, emoji, line breaks, title); see copy/channels.py."""
+    problems: list[Problem] = []
+    if rules.title_max is not None:
+        lines = [line for line in _LINE_BREAK.split(post.strip()) if line.strip()]
+        if len(lines) < 2:
+            problems.append(
+                Problem("title", "no title line: the first line is the title, the text follows on the next lines.", word="missing")
+            )
+        elif (title := count_chars(lines[0].strip())) > rules.title_max:
+            problems.append(
+                Problem("title", f"the title is {title} characters, over {rules.title_max}.", count=title, limit=rules.title_max)
+            )
+    if rules.hashtags is not None:
+        tags = hashtags(post)
+        low, high = rules.hashtags
+        if not low <= len(tags) <= high:
+            want = "none" if high == 0 else f"{low}-{high}"
+            problems.append(Problem("hashtags", f"{len(tags)} hashtag(s), the channel wants {want}.", count=len(tags), limit=high, low=low))
+        elif tags and rules.hashtags_at_end:
+            folded = unicodedata.normalize("NFKC", post)
+            tail = folded[folded.find(tags[0]) :]
+            if _WORDS.search(_HASHTAG.sub("", tail)):
+                problems.append(Problem("hashtags", "hashtags inside the text: put them at the end.", word="not_at_end"))
+    if rules.max_emoji is not None and (emoji := count_emoji(post)) > rules.max_emoji:
+        problems.append(Problem("emoji", f"{emoji} emoji, over the channel's {rules.max_emoji}.", count=emoji, limit=rules.max_emoji))
+    if not rules.line_breaks and (breaks := len(_LINE_BREAK.findall(post.strip()))):
+        problems.append(
+            Problem("line_breaks", f"{breaks} line break(s): the channel shows a post as one paragraph.", count=breaks, limit=0)
+        )
     return problems
 
 
