@@ -95,6 +95,16 @@ def system_prompt(cfg) -> str:
     return DEFAULT_SYSTEM_PROMPT
 
 
+def batch_settings(marketing, args: argparse.Namespace):
+    """chat.marketing with the command line's --posts, --max-chars and --channel in place of its defaults;
+    --max-chars is for every row without its own, whatever its channel (channel_max_chars is set aside)."""
+    given = (("posts", args.posts), ("max_chars", args.max_chars), ("channel", args.channel))
+    updates = {k: v for k, v in given if v is not None}
+    if args.max_chars is not None:
+        updates["channel_max_chars"] = {}
+    return marketing.model_copy(update=updates)
+
+
 def cmd_copy_batch(args: argparse.Namespace) -> int:
     from ernie_ops import config
     from ernie_ops.cli import err_console, out_console
@@ -103,11 +113,7 @@ def cmd_copy_batch(args: argparse.Namespace) -> int:
     cfg = config.load(args.config)
     input_path, output_path = Path(args.input), Path(args.output)
     check_paths(input_path, output_path)
-    given = (("posts", args.posts), ("max_chars", args.max_chars), ("channel", args.channel))
-    updates = {k: v for k, v in given if v is not None}
-    if args.max_chars is not None:
-        updates["channel_max_chars"] = {}  # --max-chars is for every row without its own, whatever its channel
-    mcfg = cfg.chat.marketing.model_copy(update=updates)
+    mcfg = batch_settings(cfg.chat.marketing, args)
     try:
         read = batch_io.read_products(input_path)
         batch_io.read_posts(output_path)  # refuses an existing file that is not a posts file, before any request

@@ -198,6 +198,23 @@ def test_a_row_without_a_channel_keeps_its_earlier_key():
     assert Product(2, "保温杯", "保温", "上班族", channel="weibo").key != earlier
 
 
+def test_the_cli_options_replace_the_config_defaults():
+    import argparse
+
+    from ernie_ops.copy.commands import batch_settings
+
+    marketing = CopyConfig(channel_max_chars={"weibo": 2000})
+    row = Product(2, "杯", "轻", "学生")
+    chosen = batch_settings(marketing, argparse.Namespace(posts=None, max_chars=None, channel="weibo"))
+    assert CopyRequest.from_product(row, chosen).channel == "weibo" and CopyRequest.from_product(row, chosen).max_chars == 2000
+    limited = batch_settings(marketing, argparse.Namespace(posts=2, max_chars=90, channel="weibo"))
+    assert CopyRequest.from_product(row, limited).max_chars == 90 and CopyRequest.from_product(row, limited).posts == 2
+    assert (
+        CopyRequest.from_product(row, batch_settings(marketing, argparse.Namespace(posts=None, max_chars=None, channel=None))).channel
+        == "moments"
+    )
+
+
 def test_the_cli_refuses_an_unknown_channel(tmp_path, capsys):
     (tmp_path / "in.csv").write_text("product,selling_points,audience\n杯,轻,学生\n", encoding="utf-8")
     with pytest.raises(SystemExit) as info:
