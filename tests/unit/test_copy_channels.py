@@ -6,6 +6,7 @@ channel's rule on its first try on demand, which a real model does only by chanc
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import json
@@ -17,6 +18,7 @@ from ernie_ops.chat import cards
 from ernie_ops.config import ConfigError, CopyConfig
 from ernie_ops.copy import batch_io, channels
 from ernie_ops.copy.batch_io import Product
+from ernie_ops.copy.commands import batch_settings
 from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError, Post, build_messages
 from ernie_ops.copy.rules import check, count_emoji, hashtags
 
@@ -199,20 +201,16 @@ def test_a_row_without_a_channel_keeps_its_earlier_key():
 
 
 def test_the_cli_options_replace_the_config_defaults():
-    import argparse
-
-    from ernie_ops.copy.commands import batch_settings
-
     marketing = CopyConfig(channel_max_chars={"weibo": 2000})
     row = Product(2, "杯", "轻", "学生")
-    chosen = batch_settings(marketing, argparse.Namespace(posts=None, max_chars=None, channel="weibo"))
-    assert CopyRequest.from_product(row, chosen).channel == "weibo" and CopyRequest.from_product(row, chosen).max_chars == 2000
-    limited = batch_settings(marketing, argparse.Namespace(posts=2, max_chars=90, channel="weibo"))
-    assert CopyRequest.from_product(row, limited).max_chars == 90 and CopyRequest.from_product(row, limited).posts == 2
-    assert (
-        CopyRequest.from_product(row, batch_settings(marketing, argparse.Namespace(posts=None, max_chars=None, channel=None))).channel
-        == "moments"
-    )
+
+    def request(posts=None, max_chars=None, channel=None) -> CopyRequest:
+        args = argparse.Namespace(posts=posts, max_chars=max_chars, channel=channel)
+        return CopyRequest.from_product(row, batch_settings(marketing, args))
+
+    assert (request().channel, request().max_chars) == ("moments", 120)
+    assert (request(channel="weibo").channel, request(channel="weibo").max_chars) == ("weibo", 2000)  # channel_max_chars
+    assert (request(posts=2, max_chars=90, channel="weibo").posts, request(max_chars=90, channel="weibo").max_chars) == (2, 90)
 
 
 def test_the_cli_refuses_an_unknown_channel(tmp_path, capsys):
