@@ -85,7 +85,7 @@ class Channel:
             lines.append("不要换行，写成一段 / no line breaks: one paragraph")
         if self.title_max is not None:
             lines.append(
-                f"第一行是标题（不超过 {self.title_max} 个字），换行后写正文"
+                f"开头一行写标题（不超过 {self.title_max} 个字），换行后写正文"  # not 第一行: 第一 is a forbidden word
                 f" / The first line is a title of at most {self.title_max} characters, then the text on the next lines"
             )
         return lines
