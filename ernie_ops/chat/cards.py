@@ -9,21 +9,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ernie_ops.config import CopyConfig
+from ernie_ops.copy import channels
 from ernie_ops.copy.batch import BatchSummary
 from ernie_ops.copy.batch_io import Read
-from ernie_ops.copy.generate import Post
+from ernie_ops.copy.generate import Post, default_max_chars
 
-FORM_FIELDS = ("product", "selling_points", "audience", "tone", "posts", "max_chars")
+FORM_FIELDS = ("product", "selling_points", "audience", "tone", "channel", "posts", "max_chars")
 SHOWN_ROW_PROBLEMS = 20  # a report lists this many skipped rows, then says how many more
 
 
 def form_props(cfg: CopyConfig, values: Mapping | None = None, errors: Mapping | None = None, failure: str | None = None) -> dict:
-    """The form with the user's values kept (defaults for the number fields), each error under its field."""
-    shown = {"product": "", "selling_points": "", "audience": "", "tone": "", "posts": cfg.posts, "max_chars": cfg.max_chars}
+    """The form with the user's values kept (defaults for the channel and the number fields), each error under
+    its field, and the channels to choose from with the limit each gives when max_chars is left empty."""
+    max_chars = cfg.max_chars if cfg.max_chars is not None and not cfg.channel_max_chars else ""
+    shown = {
+        "product": "",
+        "selling_points": "",
+        "audience": "",
+        "tone": "",
+        "channel": cfg.channel,
+        "posts": cfg.posts,
+        "max_chars": max_chars,
+    }
     for name in FORM_FIELDS:
         if values and values.get(name) not in (None, ""):
             shown[name] = str(values[name])
-    return {"values": shown, "errors": dict(errors or {}), "failure": failure}
+    options = [{"name": c.name, "label": c.label, "max_chars": default_max_chars(cfg, c.name)} for c in channels.CHANNELS.values()]
+    return {"values": shown, "errors": dict(errors or {}), "failure": failure, "channels": options}
 
 
 def flag_labels(post: Post) -> list[str]:
@@ -33,7 +45,22 @@ def flag_labels(post: Post) -> list[str]:
         if p.kind == "too_long":
             labels.append(f"超长 {p.count}/{p.limit} 字 / too long")
         elif p.kind == "forbidden":
-            labels.append(f"绝对化用语「{p.word}」/ forbidden word")
+            shown = p.written if p.written and p.written != p.word else p.word
+            labels.append(f"绝对化用语「{shown}」/ forbidden word")
+        elif p.kind == "duplicate":
+            labels.append(f"与第 {p.similar_to} 条雷同 {p.similarity:.0%} / near-duplicate of post {p.similar_to}")
+        elif p.kind == "hashtags":
+            labels.append(
+                f"话题标签 {p.count} 个，应 {p.low}-{p.limit} / hashtags"
+                if p.count is not None
+                else "话题标签应放文末 / hashtags at the end"
+            )
+        elif p.kind == "emoji":
+            labels.append(f"emoji {p.count} 个，上限 {p.limit} / too many emoji")
+        elif p.kind == "line_breaks":
+            labels.append("应写成一段，不换行 / one paragraph")
+        elif p.kind == "title":
+            labels.append(f"标题 {p.count}/{p.limit} 字 / title too long" if p.count is not None else "缺少标题行 / no title line")
         else:
             labels.append(p.flag)
     return labels

@@ -7,9 +7,12 @@ the card's props. Here: which element shows what, and what each button does.
 - The form is a custom element (elements/CopyForm.jsx) sent when the chat starts; its submit calls the
   `copy_generate` action with the raw values. Bad values come back into the form (every field at once,
   under its input); a gateway failure shows the chat's sentence in the form. Nothing is generated then.
+- The form's channel (朋友圈 default, 微博, 小红书: copy/channels.py) is chosen in the form like the tone; it
+  gives the length limit when the form leaves it empty, and its style and rules to the prompt and the checks.
 - Each post is a CopyPost card; the app keeps (element, request, index) per card id in the session, so
   `copy_regenerate` rewrites that card only, from the request the app validated (the browser sends only
-  the card id). A card of an earlier chat (after a reload) is refused with a sentence.
+  the card id), and compares the new post with the other cards of the same request (near-duplicates).
+  A card of an earlier chat (after a reload) is refused with a sentence.
 - A CSV/XLSX dropped into the Marketing chat runs as a batch: a BatchProgress element updated at most
   every PROGRESS_EVERY seconds, then the posts as CSV and XLSX downloads and the rows that were skipped.
 """
@@ -28,7 +31,7 @@ import chainlit as cl
 from ernie_ops.chat.cards import batch_report, form_props, post_props
 from ernie_ops.chat.client import ChatError, GatewayClient
 from ernie_ops.config import CopyConfig
-from ernie_ops.copy import batch_io
+from ernie_ops.copy import batch_io, channels
 from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
 from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError
 from ernie_ops.errors import ErnieOpsError
@@ -101,7 +104,11 @@ class CopyTool:
             "copy: %d post(s) for %r, %d within the rules, %d attempt(s), %.1fs",
             len(posts), request.product, ok, sum(p.attempts for p in posts), time.perf_counter() - started,
         )  # fmt: skip
-        content = f"**{request.product}**：{len(posts)} 条文案，{ok} 条符合规则（≤{request.max_chars} 字、无绝对化用语）。"
+        label = channels.CHANNELS[request.channel].label.split(" ", 1)[0] if request.channel else ""
+        content = (
+            f"**{request.product}**（{label}）：{len(posts)} 条文案，{ok} 条符合规则"
+            f"（≤{request.max_chars} 字、渠道规则、无绝对化用语、互不雷同）。"
+        )
         if ok < len(posts):
             content += " 标红的卡片重写了几次仍未通过，请修改后再用或点「重写」。 / Flagged cards failed the rules after the retries."
         await send_in_order(content, elements)
@@ -113,8 +120,10 @@ class CopyTool:
             await cl.ErrorMessage(content=STALE_CARD).send()
             return
         element, request, index = found
+        siblings = {i: e.props["text"] for e, r, i in cards.values() if r is request and i != index}
+        others = [siblings.get(i) for i in range(1, request.posts + 1)]  # by index: a duplicate names its card's number
         try:
-            post = await self.writer.post(request, index)
+            post = await self.writer.post(request, index, others)
         except ChatError as exc:
             log.warning("copy: regeneration failed: %s", exc)
             await cl.ErrorMessage(content=exc.user_text).send()

@@ -6,6 +6,7 @@ Plan of the package (one job per module):
 - batch_io.py: reading a products file (CSV in UTF-8/BOM/GBK, or XLSX, decided by content), row problems
   with spreadsheet row numbers, a stable key per product for resume, writing the posts as CSV/XLSX, and the
   keys already finished in a partial output.
+- channels.py: the channel presets (朋友圈, 微博, 小红书): length, hashtags, emoji, line breaks, style.
 - generate.py: the form's request (every bad field at once), the prompt and JSON schema of one post, and
   `CopyWriter`: posts requested concurrently through the gateway, regenerated up to N times, flagged not cut.
 - batch.py: `run_batch`, every row of a products file with bounded concurrency, resumable, a summary.

@@ -19,19 +19,23 @@ Accepted headers (first non-blank row; case, surrounding spaces, "-" and " " ver
     tone            语气, 风格, 语调                         optional
     posts           条数, 数量, 文案条数                     optional, a whole number 1..20
     max_chars       字数, 字数上限, 最大字数                 optional, a whole number 1..2000
+    channel         渠道, 平台, 发布渠道                     optional, moments/weibo/xiaohongshu or 朋友圈/微博/小红书
 Other named columns (备注...) are ignored and listed in `Read.ignored_columns`. A file without the three
 required columns, without any row, or naming a column twice is refused as a whole (BatchFileError).
 
 Rows: numbered as a spreadsheet shows them, 1-based with the header in its row (row 1 when it is first); a CSV
 record whose quoted cell spans lines is one row. Blank rows are skipped silently. A row with a required cell
-empty, a value under no header (an extra column), or posts/max_chars not a whole number in range is reported
+empty, a value under no header (an extra column), posts/max_chars not a whole number in range, or a channel
+that is not one of copy/channels.py's is reported
 as a `RowProblem` with its row number and skipped; the other rows are returned. A row identical (after
 normalising) to an earlier one is reported and skipped too, so that keys are unique.
 
 Key (`Product.key`): 16 hex digits of the SHA-256 of the row's fields after normalising (NFKC, runs of white
 space as one space, trimmed), optional ones included. It does not include the row number: inserting a row
 above, or re-saving the file as XLSX, keeps the keys, so a re-run skips exactly the finished products.
-(A product whose posts/max_chars cell is empty keeps its key when the run's default changes.)
+(A product whose posts/max_chars cell is empty keeps its key when the run's default changes. The channel, as
+its name (朋友圈 and moments are one), enters the key only when the row names one, so the keys of a file
+without the column are those of earlier versions.)
 
 Posts file (`write_posts`): by the output's extension, .csv or .xlsx; one row per post with the columns
     product_key, product, post, posts, text, chars, flags
@@ -73,6 +77,7 @@ from pathlib import Path
 import regex
 
 from ernie_ops.aside import keep_aside
+from ernie_ops.copy import channels
 from ernie_ops.copy.rules import Problem, count_chars
 from ernie_ops.errors import ErnieOpsError
 
@@ -88,6 +93,7 @@ HEADER_ALIASES: dict[str, tuple[str, ...]] = {
     "tone": ("tone", "语气", "风格", "语调"),
     "posts": ("posts", "条数", "数量", "文案条数"),
     "max_chars": ("max_chars", "字数", "字数上限", "最大字数"),
+    "channel": ("channel", "渠道", "平台", "发布渠道"),
 }
 REQUIRED = ("product", "selling_points", "audience")
 OUTPUT_COLUMNS = ("product_key", "product", "post", "posts", "text", "chars", "flags")
@@ -115,6 +121,7 @@ class Product:
     tone: str = ""
     posts: int | None = None
     max_chars: int | None = None
+    channel: str = ""  # a name in copy/channels.py; "" means the run's default
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +133,8 @@ class Product:
             self.posts,
             self.max_chars,
         ]
+        if self.channel:
+            fields.append(self.channel)
         digest = hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode("utf-8")).hexdigest()
         object.__setattr__(self, "key", digest[:16])
 
@@ -345,6 +354,9 @@ def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: st
         max_chars, error = _whole(record.get("max_chars"), "max_chars", MAX_CHARS_RANGE)
         if error:
             messages.append(error)
+        channel = _cell(record.get("channel"))
+        if channel and channels.resolve(channel) is None:
+            messages.append(f"channel {channel!r} is not one of {channels.names()}")
         if messages:
             problems.append(RowProblem(number, "; ".join(messages) + "; skipped."))
             continue
@@ -356,6 +368,7 @@ def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: st
             tone=_cell(record.get("tone")),
             posts=posts,
             max_chars=max_chars,
+            channel=channels.resolve(channel) or "",
         )
         if product.key in seen:
             problems.append(RowProblem(number, f"the same product as row {seen[product.key]}; skipped."))

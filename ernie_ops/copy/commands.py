@@ -1,4 +1,8 @@
-"""`ernie-ops copy batch INPUT -o OUTPUT [--concurrency N] [--posts N] [--max-chars N] [--json]`.
+"""`ernie-ops copy batch INPUT -o OUTPUT [--channel C] [--concurrency N] [--posts N] [--max-chars N] [--json]`.
+
+--channel is where the posts are published (moments/weibo/xiaohongshu, or 朋友圈/微博/小红书) for the rows whose
+channel column is empty or missing; default chat.marketing.channel. It brings the channel's length limit when
+neither the row nor --max-chars gives one.
 
 Generates the posts of every row of a products file (CSV/XLSX, copy/batch_io.py) through the config's chat
 gateway (cfg.chat_gateway_url(), never a fixed instance), model cfg.model.served_name, API key from
@@ -36,6 +40,15 @@ def _bounded(name: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _channel(text: str) -> str:
+    from ernie_ops.copy import channels
+
+    found = channels.resolve(text)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"channel '{text}' is not one of {channels.names()}")
+    return found
+
+
 def register(sub, parser_class) -> None:
     """Add the `copy` command group to the CLI's subparsers."""
     cp = sub.add_parser("copy", help="marketing copy (营销文案): posts for every product of a CSV/XLSX file")
@@ -43,10 +56,17 @@ def register(sub, parser_class) -> None:
     b = csub.add_parser("batch", help="generate the posts of every row of INPUT into OUTPUT (.csv or .xlsx); a re-run continues")
     b.add_argument("input", metavar="INPUT", help="products file: CSV (UTF-8, BOM or GBK) or XLSX")
     b.add_argument("-o", "--output", required=True, metavar="OUTPUT", help="posts file, .csv or .xlsx (rows already in it are skipped)")
+    b.add_argument(
+        "--channel",
+        type=_channel,
+        help="moments|weibo|xiaohongshu (朋友圈|微博|小红书) when a row has none (default: chat.marketing.channel)",
+    )
     b.add_argument("--concurrency", type=_bounded("concurrency", 1, 256), help="rows at once (default: chat.marketing.batch_concurrency)")
     b.add_argument("--posts", type=_bounded("posts", 1, 10), help="posts per product when its row has none (default: chat.marketing.posts)")
     b.add_argument(
-        "--max-chars", type=_bounded("max-chars", 5, 2000), help="a post's limit when its row has none (default: chat.marketing.max_chars)"
+        "--max-chars",
+        type=_bounded("max-chars", 5, 2000),
+        help="a post's limit when its row has none (default: chat.marketing.max_chars, else the channel's)",
     )
     b.add_argument("--json", action="store_true", help="print the summary as JSON")
     b.set_defaults(func=cmd_copy_batch)
@@ -75,6 +95,16 @@ def system_prompt(cfg) -> str:
     return DEFAULT_SYSTEM_PROMPT
 
 
+def batch_settings(marketing, args: argparse.Namespace):
+    """chat.marketing with the command line's --posts, --max-chars and --channel in place of its defaults;
+    --max-chars is for every row without its own, whatever its channel (channel_max_chars is set aside)."""
+    given = (("posts", args.posts), ("max_chars", args.max_chars), ("channel", args.channel))
+    updates = {k: v for k, v in given if v is not None}
+    if args.max_chars is not None:
+        updates["channel_max_chars"] = {}
+    return marketing.model_copy(update=updates)
+
+
 def cmd_copy_batch(args: argparse.Namespace) -> int:
     from ernie_ops import config
     from ernie_ops.cli import err_console, out_console
@@ -83,8 +113,7 @@ def cmd_copy_batch(args: argparse.Namespace) -> int:
     cfg = config.load(args.config)
     input_path, output_path = Path(args.input), Path(args.output)
     check_paths(input_path, output_path)
-    updates = {k: v for k, v in (("posts", args.posts), ("max_chars", args.max_chars)) if v is not None}
-    mcfg = cfg.chat.marketing.model_copy(update=updates)
+    mcfg = batch_settings(cfg.chat.marketing, args)
     try:
         read = batch_io.read_products(input_path)
         batch_io.read_posts(output_path)  # refuses an existing file that is not a posts file, before any request

@@ -14,6 +14,14 @@
   problems); a never-parsed post carries the raw text we have (the string's content when the JSON was merely
   unfinished), whole, with the flag "unusable".
 - Each index gets its own angle (a scene, a question, a slogan...), so the posts of one product differ.
+- A channel (朋友圈 / 微博 / 小红书, copy/channels.py) gives the request its length limit when none is given, its
+  style and hashtag/emoji/line rules in the prompt, and the checks of those rules. A request without a channel
+  (built directly, not from the form or a batch row) is checked for length and forbidden words only.
+- Near-duplicates: the posts of one request are one set. Once they are all back, each post (in order) that is
+  a near-duplicate of an earlier one (rules.near_duplicate) is regenerated with the tries it has left of
+  `max_attempts`, the retry saying which post it repeats; one still a duplicate after them, or with no try
+  left, is returned flagged "duplicate_of:N~similarity", never kept silently. A card's regeneration is compared
+  with the other cards of its request. A post whose answer never parsed is flagged already and not compared.
 - A gateway failure (`ChatError`) propagates: the chat shows its `user_text`, a batch counts the row as failed.
   It is not retried here (the client already retries once before the first byte).
 """
@@ -24,12 +32,13 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ernie_ops.config import CopyConfig
+from ernie_ops.copy import channels
 from ernie_ops.copy.batch_io import Product
-from ernie_ops.copy.rules import PostsFormatError, Problem, Rules, check, count_chars, parse_posts
+from ernie_ops.copy.rules import PostsFormatError, Problem, Rules, check, count_chars, near_duplicate, parse_posts
 from ernie_ops.errors import ErnieOpsError
 
 POSTS_RANGE = (1, 10)
@@ -66,7 +75,9 @@ FIELD_NAMES = {
     "tone": "语气 tone",
     "posts": "条数 number of posts",
     "max_chars": "字数上限 max length",
+    "channel": "渠道 channel",
 }
+DEFAULT_MAX_TOKENS = 256  # a request without a channel (the channels' own are in copy/channels.py)
 
 
 class FormError(ErnieOpsError):
@@ -131,6 +142,7 @@ class CopyRequest:
     tone: str = ""
     posts: int = 3
     max_chars: int = 60
+    channel: str | None = None  # a name in channels.CHANNELS; None: length and forbidden words only
 
     @classmethod
     def from_form(cls, values: Mapping[str, object], cfg: CopyConfig) -> CopyRequest:
@@ -140,23 +152,51 @@ class CopyRequest:
         selling_points = _text(values, "selling_points", problems)
         audience = _text(values, "audience", problems)
         tone = _text(values, "tone", problems)
+        channel = _channel(values, cfg, problems)
         posts = _whole(values, "posts", cfg.posts, POSTS_RANGE, problems)
-        max_chars = _whole(values, "max_chars", cfg.max_chars, MAX_CHARS_RANGE, problems)
+        max_chars = _whole(values, "max_chars", default_max_chars(cfg, channel), MAX_CHARS_RANGE, problems)
         if problems:
             raise FormError(problems)
-        return cls(product, selling_points, audience, tone, posts, max_chars)
+        return cls(product, selling_points, audience, tone, posts, max_chars, channel)
 
     @classmethod
     def from_product(cls, product: Product, cfg: CopyConfig) -> CopyRequest:
-        """A batch row (already validated by batch_io); empty posts/max_chars take the config's defaults."""
+        """A batch row (already validated by batch_io); empty posts/max_chars/channel take the config's defaults
+        (the length: the channel's, see `default_max_chars`)."""
+        channel = channels.resolve(product.channel or cfg.channel) or channels.DEFAULT_CHANNEL
         return cls(
             product.product,
             product.selling_points,
             product.audience,
             product.tone,
             product.posts if product.posts is not None else cfg.posts,
-            product.max_chars if product.max_chars is not None else cfg.max_chars,
+            product.max_chars if product.max_chars is not None else default_max_chars(cfg, channel),
+            channel,
         )
+
+
+def default_max_chars(cfg: CopyConfig, channel: str | None) -> int:
+    """A post's limit when the form or the row gives none: chat.marketing.channel_max_chars for the channel,
+    else chat.marketing.max_chars, else the channel's preset (60, the old default, without a channel)."""
+    if channel is not None and channel in cfg.channel_max_chars:
+        return cfg.channel_max_chars[channel]
+    if cfg.max_chars is not None:
+        return cfg.max_chars
+    return channels.CHANNELS[channel].max_chars if channel is not None else 60
+
+
+def _channel(values: Mapping[str, object], cfg: CopyConfig, problems: dict[str, str]) -> str:
+    raw = values.get("channel")
+    text = "" if raw is None else str(raw).strip()
+    if not text:
+        return channels.resolve(cfg.channel) or channels.DEFAULT_CHANNEL
+    found = channels.resolve(text)
+    if found is None:
+        problems["channel"] = (
+            f"没有渠道 {text!r}，可选：{channels.names()}。 / There is no channel {text!r}; choose one of {channels.names()}."
+        )
+        return channels.resolve(cfg.channel) or channels.DEFAULT_CHANNEL
+    return found
 
 
 @dataclass
@@ -214,14 +254,16 @@ def angle(index: int) -> tuple[str, str]:
 
 
 def user_message(req: CopyRequest, index: int, rules: Rules) -> str:
-    """The rules first (the same for every post of a batch: vLLM's prefix cache then serves that part of the
-    prompt from the first request on), then this post's angle, then the product's facts."""
+    """The rules first (the same for every post of a batch on one channel: vLLM's prefix cache then serves that
+    part of the prompt from the first request on), then this post's angle, then the product's facts."""
     zh_angle, en_angle = angle(index)
     lines = [
         "请为下面的产品写 1 条营销文案。 / Write 1 marketing post for the product below.",
         f"字数 / Length: 不超过 {rules.max_chars} 个字，每个汉字、标点、emoji、空格各算 1 个字。"
         f" / At most {rules.max_chars} characters; each CJK character, punctuation mark, emoji and space counts as 1.",
     ]
+    if req.channel is not None:
+        lines.extend(channels.CHANNELS[req.channel].prompt_lines())
     if rules.forbidden_words:
         lines.append(f"不要使用这些绝对化用语 / Do not use these absolute claims: {'、'.join(rules.forbidden_words)}")
     lines.append('只输出 JSON / Answer only with JSON: {"posts": ["文案 / the post"]}')
@@ -251,8 +293,15 @@ def retry_message(previous: Post) -> str:
                     f"太长：{p.count} 个字，上限 {p.limit} 个字，请写得更短"
                     f" / too long: {p.count} characters, limit {p.limit}: write it shorter"
                 )
-            else:
+            elif p.kind == "forbidden":
                 reasons.append(f"用了绝对化用语「{p.word}」，请换一种说法 / uses the absolute claim {p.word!r}: say it another way")
+            elif p.kind == "duplicate":
+                reasons.append(
+                    f"和第 {p.similar_to} 条太像（相似度 {p.similarity:.0%}），请换一个说法和角度"
+                    f" / too much like post {p.similar_to} ({p.similarity:.0%} alike): write it differently"
+                )
+            else:
+                reasons.append(f"不符合渠道规则：{p.message} / breaks the channel's rule: {p.message}")
         what = f"上一条文案不合格：{'；'.join(reasons)}。 / The previous post breaks the rules."
     return what + '\n请重写这一条，只输出 JSON / Rewrite this post; answer only with JSON: {"posts": ["..."]}'
 
@@ -326,28 +375,41 @@ class CopyWriter:
         self.stats = WriterStats()
 
     def rules(self, req: CopyRequest) -> Rules:
+        if req.channel is not None:
+            return channels.CHANNELS[req.channel].rules(req.max_chars, self.words)
         return Rules(max_chars=req.max_chars, forbidden_words=self.words)
 
-    async def _request(self, messages: list[dict], extra: dict | None) -> str:
-        if self._slots is None:
-            return await self._complete(messages, self.cfg.max_tokens, self.cfg.temperature, extra=extra)
-        async with self._slots:
-            return await self._complete(messages, self.cfg.max_tokens, self.cfg.temperature, extra=extra)
+    def max_tokens(self, req: CopyRequest) -> int:
+        """chat.marketing.max_tokens when set, else the channel's (a 小红书 note needs more than a 朋友圈 post)."""
+        if self.cfg.max_tokens is not None:
+            return self.cfg.max_tokens
+        return channels.CHANNELS[req.channel].max_tokens if req.channel is not None else DEFAULT_MAX_TOKENS
 
-    async def post(self, req: CopyRequest, index: int) -> Post:
-        """Post `index` (1-based) of `req`, regenerated up to max_attempts tries while it fails a rule or does not parse."""
+    async def _request(self, messages: list[dict], max_tokens: int, extra: dict | None) -> str:
+        if self._slots is None:
+            return await self._complete(messages, max_tokens, self.cfg.temperature, extra=extra)
+        async with self._slots:
+            return await self._complete(messages, max_tokens, self.cfg.temperature, extra=extra)
+
+    async def post(self, req: CopyRequest, index: int, others: Sequence[str | None] = ()) -> Post:
+        """Post `index` (1-based) of `req`, regenerated up to max_attempts tries while it fails a rule, does not
+        parse, or is a near-duplicate of one of `others` (the set's other posts by index, None where there is none)."""
+        return await self._tries(req, index, others, first=1)
+
+    async def _tries(self, req: CopyRequest, index: int, others: Sequence[str | None], first: int, previous: Post | None = None) -> Post:
+        """Tries `first`..max_attempts; `previous` (a failed earlier try) is what the first of them corrects."""
         rules = self.rules(req)
+        max_tokens = self.max_tokens(req)
         extra = {"response_format": response_format(1)} if self.cfg.structured_output else None
-        best: Post | None = None
-        best_rank: tuple[int, int, int] | None = None
-        previous: Post | None = None
+        best: Post | None = previous
+        best_rank: tuple[int, int, int] | None = _rank(previous, False) if previous is not None else None
         previous_raw = ""
-        for attempt in range(1, self.cfg.max_attempts + 1):
+        for attempt in range(first, self.cfg.max_attempts + 1):
             messages = build_messages(self.system_prompt, req, index, rules, previous, previous_raw)
             self.stats.requests += 1
             if attempt > 1:
                 self.stats.regenerations += 1
-            raw = await self._request(messages, extra)
+            raw = await self._request(messages, max_tokens, extra)
             try:
                 text = parse_posts(raw, 1)[0].strip()
             except PostsFormatError as e:
@@ -355,7 +417,7 @@ class CopyWriter:
                 candidate = Post(text, count_chars(text), check(text, rules) if text else [], attempt, unusable=str(e))
             else:
                 salvaged = False
-                candidate = Post(text, count_chars(text), check(text, rules), attempt)
+                candidate = Post(text, count_chars(text), _problems(text, rules, others), attempt)
             if candidate.ok:
                 return candidate
             rank = _rank(candidate, salvaged)
@@ -366,12 +428,34 @@ class CopyWriter:
         return replace(best, attempts=self.cfg.max_attempts)
 
     async def posts(self, req: CopyRequest) -> list[Post]:
-        """The req.posts posts, requested concurrently; a ChatError of one cancels the others and propagates."""
+        """The req.posts posts, requested concurrently, then near-duplicates regenerated in order (module
+        docstring); a ChatError of one cancels the others and propagates."""
         tasks = [asyncio.ensure_future(self.post(req, i)) for i in range(1, req.posts + 1)]
         try:
-            return list(await asyncio.gather(*tasks))
+            posts = list(await asyncio.gather(*tasks))
         except BaseException:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        for i, post in enumerate(posts):
+            if post.unusable:
+                continue
+            earlier = [None if p.unusable else p.text for p in posts[:i]]
+            duplicate = near_duplicate(post.text, earlier)
+            if duplicate is None:
+                continue
+            flagged = replace(post, problems=[*post.problems, duplicate])
+            if post.attempts < self.cfg.max_attempts:
+                flagged = await self._tries(req, i + 1, earlier, first=post.attempts + 1, previous=flagged)
+            else:
+                flagged = replace(flagged, attempts=self.cfg.max_attempts)
+            posts[i] = flagged
+        return posts
+
+
+def _problems(text: str, rules: Rules, others: Sequence[str | None]) -> list[Problem]:
+    """The rules a parsed post breaks, and the post of the set it repeats if any."""
+    problems = check(text, rules)
+    duplicate = near_duplicate(text, others) if others else None
+    return [*problems, duplicate] if duplicate is not None else problems

@@ -10,15 +10,29 @@ extended grapheme clusters (Unicode UAX #29, the `regex` module's \\X), not `len
   platforms that limit a post's length count it too), a line break is one ("\\r\\n" is one cluster).
   Nothing is stripped: leading and trailing spaces count as well, so the caller decides about them.
 
-Checks (`check`): too long (with the count and the limit) and each forbidden word found (with the word and its
-position). A post that fails is reported, never truncated: cutting mid-word is what the issue forbids.
+Checks (`check`): too long (with the count and the limit), a channel's rules when `Rules` carries them (hashtags,
+emoji, line breaks, a title line: copy/channels.py says which and why), and each forbidden word found (with
+the word and its position). A post that fails is reported, never truncated: cutting mid-word is what the issue
+forbids.
 
 Forbidden words: the default list is the absolute claims the PRC Advertising Law (广告法 article 9(3): 国家级、
 最高级、最佳) forbids and the terms regulators' guidance names with it. Bare 最 is NOT in the default list: as a
 substring it flags neutral words (最近, 最后), which would make every such post regenerate; its superlative
 compounds are listed instead. A site that wants bare 最 adds it in config. Matching is a plain substring
-search, case-insensitive for Latin letters (NO.1 = No.1); where two listed words overlap (全网最低 and 最低)
-the longest match at a place is reported, once. Full-width variants (１００％) are not folded.
+search on a folded copy of the post (`fold`): Unicode NFKC (full-width ＮＯ．１ and １００％ become NO.1 and 100%),
+case folded (NO.1 = No.1), and white space (spaces, line breaks, the ideographic space U+3000) and invisible
+characters (Default_Ignorable_Code_Point: zero-width space and joiners, soft hyphen, variation selectors)
+removed, so 第 一, 最　佳 and 第\u200b一 are caught. The post itself is never changed: a match is reported with
+the span it covers in the post as written (`offset`, `end`, `written`), for highlighting. Line breaks are
+folded too: a Chinese reader reads across them (第\n一 reads as 第一), and breaking a word is the same evasion as
+spacing it. What folding could join wrongly is a Latin or digit word: TOP 10 folds to top10 and NO. 12 to no.12,
+which contain top1 and no.1; so a listed word that ends (starts) with a digit does not match where the folded
+text goes on with (comes after) another digit. Where two listed words overlap (全网最低 and 最低) the longest
+match at a place is reported, once.
+
+Near-duplicates (`similarity`, `near_duplicate`): two posts of one set are compared as sets of character
+3-grams (shingles) of their folded text with punctuation and symbols (emoji) left out, by Jaccard
+(shared / all). The threshold and the examples it was measured on are in tests/unit/test_copy_rules.py.
 
 Parsing (`parse_posts`): the model is asked for JSON {"posts": ["...", ...]} (guided decoding). Tolerated: white
 space around it and one code fence around it (```json ... ```), which weak models add even when guided.
@@ -29,6 +43,8 @@ non-empty string, or a number of posts other than the one asked for.
 from __future__ import annotations
 
 import json
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import regex
@@ -78,11 +94,48 @@ DEFAULT_FORBIDDEN_WORDS: tuple[str, ...] = (
 )
 
 _GRAPHEME = regex.compile(r"\X")
+_DROPPED = regex.compile(r"[\s\p{Default_Ignorable_Code_Point}]+")
+_NOT_A_WORD = regex.compile(r"[\p{P}\p{S}]+")  # left out of the shingles: punctuation, symbols, emoji
+SHINGLE = 3  # characters per shingle
+NEAR_DUPLICATE = 0.5  # Jaccard of the 3-gram sets at or above which a post repeats an earlier one (measured in the tests)
 
 
 def count_chars(text: str) -> int:
     """Characters as a person counts them: extended grapheme clusters (see the module docstring)."""
     return len(_GRAPHEME.findall(text))
+
+
+def _fold_piece(piece: str) -> str:
+    return _DROPPED.sub("", unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", piece).casefold()))
+
+
+def fold(text: str) -> str:
+    """The text as matched: NFKC, case folded, without white space or invisible characters (module docstring)."""
+    return _fold_piece(text)
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A folded copy of a text and, for each of its characters, the span (start, end) in the text it came from."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        """The span in the original text of the folded characters start..end (end exclusive, end > start)."""
+        return self.spans[start][0], self.spans[end - 1][1]
+
+
+def fold_with_spans(text: str) -> Folded:
+    """`fold(text)`, keeping where each folded character came from. Folded one grapheme cluster at a time:
+    NFKC composes only within a cluster (a letter and its combining marks), so the pieces join to `fold(text)`."""
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for cluster in _GRAPHEME.finditer(text):
+        piece = _fold_piece(cluster.group())
+        chars.append(piece)
+        spans.extend([cluster.span()] * len(piece))
+    return Folded("".join(chars), tuple(spans))
 
 
 @dataclass(frozen=True)
@@ -91,10 +144,18 @@ class Rules:
 
     max_chars: int = DEFAULT_MAX_CHARS
     forbidden_words: tuple[str, ...] = field(default=DEFAULT_FORBIDDEN_WORDS)
+    # a channel's rules (copy/channels.py); the defaults check nothing more than length and words
+    hashtags: tuple[int, int] | None = None  # (fewest, most) hashtags
+    hashtags_at_end: bool = False  # the hashtags after the text, none inside it
+    max_emoji: int | None = None
+    line_breaks: bool = True  # False: the post must be one paragraph
+    title_max: int | None = None  # the first line is a title of at most this many characters, the text follows
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_chars, int) or isinstance(self.max_chars, bool) or self.max_chars < 1:
             raise UsageError(f"max_chars = {self.max_chars!r} is not a positive whole number; give e.g. 60.")
+        if self.hashtags is not None and not 0 <= self.hashtags[0] <= self.hashtags[1]:
+            raise UsageError(f"hashtags = {self.hashtags!r} is not a range (fewest, most); give e.g. (1, 2).")
         words = tuple(self.forbidden_words)
         for word in words:
             if not isinstance(word, str) or not word.strip():
@@ -109,7 +170,9 @@ class Problem:
     kind: "too_long" or "forbidden".
     count/limit: for too_long, the post's count and the limit.
     word/position/offset: for forbidden, the listed word, its position as a person counts (1-based, the Nth
-    character, counted as `count_chars` does) and its index in the Python string (for highlighting).
+    character, counted as `count_chars` does) and its index in the Python string (for highlighting);
+    end/written: the end of the match in the Python string and the text there as written (１００％, 第 一).
+    similar_to/similarity: for duplicate, the 1-based index of the earlier post it repeats and their similarity.
     """
 
     kind: str
@@ -119,21 +182,44 @@ class Problem:
     word: str | None = None
     position: int | None = None
     offset: int | None = None
+    end: int | None = None
+    written: str | None = None
+    similar_to: int | None = None
+    similarity: float | None = None
+    low: int | None = None  # for hashtags: the fewest the channel wants
 
     @property
     def flag(self) -> str:
-        """Short form for a results file: "too_long:72/60" or "forbidden:最佳@5"."""
+        """Short form for a results file: "too_long:72/60", "forbidden:最佳@5" or "duplicate_of:1~0.82"."""
         if self.kind == "too_long":
             return f"too_long:{self.count}/{self.limit}"
-        return f"forbidden:{self.word}@{self.position}"
+        if self.kind == "forbidden":
+            return f"forbidden:{self.word}@{self.position}"
+        if self.kind == "duplicate":
+            return f"duplicate_of:{self.similar_to}~{self.similarity:.2f}"
+        if self.kind == "hashtags" and self.count is not None:
+            return f"hashtags:{self.count}/{self.low}-{self.limit}"
+        if self.kind in ("emoji", "title", "line_breaks") and self.count is not None:
+            return f"{self.kind}:{self.count}/{self.limit}"
+        return self.kind if self.word is None else f"{self.kind}:{self.word}"
 
 
-def _forbidden_pattern(words: tuple[str, ...]) -> regex.Pattern[str] | None:
-    if not words:
+def _word_pattern(folded_word: str) -> str:
+    """A folded listed word as a pattern; a digit at either end must not continue a number (TOP1 is not TOP10)."""
+    pattern = regex.escape(folded_word)
+    if folded_word[:1].isdigit():
+        pattern = r"(?<!\d)" + pattern
+    if folded_word[-1:].isdigit():
+        pattern += r"(?!\d)"
+    return pattern
+
+
+def _forbidden_pattern(folded_words: list[str]) -> regex.Pattern[str] | None:
+    if not folded_words:
         return None
     # Longest first, so at one place the longest listed word wins (全网最低 over 最低).
-    ordered = sorted(set(words), key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(w) for w in ordered), regex.IGNORECASE)
+    ordered = sorted(set(folded_words), key=len, reverse=True)
+    return regex.compile("|".join(_word_pattern(w) for w in ordered))
 
 
 def check(post: str, rules: Rules) -> list[Problem]:
@@ -149,22 +235,128 @@ def check(post: str, rules: Rules) -> list[Problem]:
                 limit=rules.max_chars,
             )
         )
-    pattern = _forbidden_pattern(rules.forbidden_words)
-    if pattern is not None:
-        canonical = {w.casefold(): w for w in rules.forbidden_words}
-        for match in pattern.finditer(post):
-            word = canonical.get(match.group().casefold(), match.group())
-            position = count_chars(post[: match.start()]) + 1
-            problems.append(
-                Problem(
-                    kind="forbidden",
-                    message=f"forbidden absolute claim {word!r} at character {position}.",
-                    word=word,
-                    position=position,
-                    offset=match.start(),
-                )
-            )
+    problems.extend(channel_problems(post, rules))
+    problems.extend(forbidden(post, rules.forbidden_words))
     return problems
+
+
+_HASHTAG = regex.compile(r"#[^#\s]{1,40}#|#[^#\s]+")  # Weibo's #话题# or a #标签 that ends at a space
+_EMOJI = regex.compile(r"\p{Extended_Pictographic}|\p{Regional_Indicator}")
+_LINE_BREAK = regex.compile(r"\r\n|[\n\r\u2028\u2029\x0b\x0c\x85]")
+_WORDS = regex.compile(r"[\p{L}\p{N}]")
+
+
+def hashtags(post: str) -> list[str]:
+    """The hashtags of a post as written (#话题# or #标签), full-width ＃ included."""
+    folded = unicodedata.normalize("NFKC", post)
+    return _HASHTAG.findall(folded)
+
+
+def count_emoji(post: str) -> int:
+    """Emoji as a person counts them: grapheme clusters holding a pictograph or a flag's regional indicators."""
+    return sum(1 for cluster in _GRAPHEME.findall(post) if _EMOJI.search(cluster))
+
+
+def channel_problems(post: str, rules: Rules) -> list[Problem]:
+    """What a post breaks of its channel's rules (hashtags, emoji, line breaks, title); see copy/channels.py."""
+    problems: list[Problem] = []
+    if rules.title_max is not None:
+        lines = [line for line in _LINE_BREAK.split(post.strip()) if line.strip()]
+        if len(lines) < 2:
+            problems.append(
+                Problem("title", "no title line: the first line is the title, the text follows on the next lines.", word="missing")
+            )
+        elif (title := count_chars(lines[0].strip())) > rules.title_max:
+            problems.append(
+                Problem("title", f"the title is {title} characters, over {rules.title_max}.", count=title, limit=rules.title_max)
+            )
+    if rules.hashtags is not None:
+        tags = hashtags(post)
+        low, high = rules.hashtags
+        if not low <= len(tags) <= high:
+            want = "none" if high == 0 else f"{low}-{high}"
+            problems.append(Problem("hashtags", f"{len(tags)} hashtag(s), the channel wants {want}.", count=len(tags), limit=high, low=low))
+        elif tags and rules.hashtags_at_end:
+            folded = unicodedata.normalize("NFKC", post)
+            tail = folded[folded.find(tags[0]) :]
+            if _WORDS.search(_HASHTAG.sub("", tail)):
+                problems.append(Problem("hashtags", "hashtags inside the text: put them at the end.", word="not_at_end"))
+    if rules.max_emoji is not None and (emoji := count_emoji(post)) > rules.max_emoji:
+        problems.append(Problem("emoji", f"{emoji} emoji, over the channel's {rules.max_emoji}.", count=emoji, limit=rules.max_emoji))
+    if not rules.line_breaks and (breaks := len(_LINE_BREAK.findall(post.strip()))):
+        problems.append(
+            Problem("line_breaks", f"{breaks} line break(s): the channel shows a post as one paragraph.", count=breaks, limit=0)
+        )
+    return problems
+
+
+def forbidden(post: str, words: tuple[str, ...]) -> list[Problem]:
+    """Each listed word in `post`, matched on its folded copy, reported with its span as written."""
+    canonical: dict[str, str] = {}
+    for word in words:
+        canonical.setdefault(fold(word), word)  # a word that folds to nothing (only white space) cannot be listed
+    pattern = _forbidden_pattern([w for w in canonical if w])
+    if pattern is None:
+        return []
+    folded = fold_with_spans(post)
+    problems = []
+    for match in pattern.finditer(folded.text):
+        word = canonical[match.group()]
+        start, end = folded.original(match.start(), match.end())
+        written = post[start:end]
+        position = count_chars(post[:start]) + 1
+        shown = "" if written == word else f" (written {written!r})"
+        problems.append(
+            Problem(
+                kind="forbidden",
+                message=f"forbidden absolute claim {word!r} at character {position}{shown}.",
+                word=word,
+                position=position,
+                offset=start,
+                end=end,
+                written=written,
+            )
+        )
+    return problems
+
+
+def shingles(text: str, n: int = SHINGLE) -> frozenset[str]:
+    """The character n-grams of the folded text without punctuation, symbols and emoji; a shorter non-empty
+    text is its own single shingle."""
+    letters = _NOT_A_WORD.sub("", fold(text))
+    if len(letters) < n:
+        return frozenset([letters] if letters else [])
+    return frozenset(letters[i : i + n] for i in range(len(letters) - n + 1))
+
+
+def similarity(a: str, b: str, n: int = SHINGLE) -> float:
+    """Jaccard similarity (0..1) of the two texts' shingle sets; two texts without any letters are 1.0 alike
+    when they fold to the same text, else 0.0."""
+    sa, sb = shingles(a, n), shingles(b, n)
+    if not sa or not sb:
+        return 1.0 if fold(a) == fold(b) else 0.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def near_duplicate(post: str, earlier: Sequence[str | None], threshold: float = NEAR_DUPLICATE) -> Problem | None:
+    """The most similar of the `earlier` posts of the set (1-based index; None entries are skipped) when it is
+    at or above `threshold`, as a "duplicate" problem; None when the post is distinct from all."""
+    best: tuple[float, int] | None = None
+    for index, other in enumerate(earlier, start=1):
+        if other is None:
+            continue
+        score = similarity(post, other)
+        if score >= threshold and (best is None or score > best[0]):
+            best = (score, index)
+    if best is None:
+        return None
+    score, index = best
+    return Problem(
+        kind="duplicate",
+        message=f"{score:.0%} like post {index} of the same set (near-duplicate threshold {threshold:.0%}).",
+        similar_to=index,
+        similarity=round(score, 4),
+    )
 
 
 class PostsFormatError(ErnieOpsError):

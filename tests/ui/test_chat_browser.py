@@ -296,7 +296,7 @@ def test_copy_form_refuses_a_missing_product_then_shows_three_cards(chat, sb):
     assert chat.page.locator("#copy-error-product").count() == 0
     chat.shot("15b-copy-three-cards")
     counts = chat.page.locator(".copy-post .copy-count").all_inner_texts()
-    assert all(re.fullmatch(r"\d+/60 字", c.strip()) for c in counts), counts
+    assert all(re.fullmatch(r"\d+/120 字", c.strip()) for c in counts), counts  # 朋友圈, the default channel
     journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
     assert "copy: 3 post(s) for '降噪耳机 X1'" in journal, journal[-2000:]
 

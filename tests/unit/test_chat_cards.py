@@ -14,8 +14,12 @@ CFG = config.parse("chat:\n  marketing: {posts: 4, max_chars: 30}\n").chat.marke
 
 def test_form_keeps_what_the_user_typed_and_puts_each_error_under_its_field():
     fresh = cards.form_props(CFG)
-    assert fresh == {"values": {"product": "", "selling_points": "", "audience": "", "tone": "", "posts": 4, "max_chars": 30},
-                     "errors": {}, "failure": None}  # fmt: skip
+    assert fresh == {"values": {"product": "", "selling_points": "", "audience": "", "tone": "", "channel": "moments", "posts": 4,
+                                "max_chars": 30},
+                     "errors": {}, "failure": None,
+                     "channels": [{"name": "moments", "label": "朋友圈 WeChat Moments", "max_chars": 30},
+                                  {"name": "weibo", "label": "微博 Weibo", "max_chars": 30},
+                                  {"name": "xiaohongshu", "label": "小红书 Xiaohongshu", "max_chars": 30}]}  # fmt: skip
     again = cards.form_props(CFG, {"product": "耳机", "posts": "x", "max_chars": "", "evil": "<b>"}, {"posts": "整数 / whole number"})
     assert again["values"]["product"] == "耳机" and again["values"]["posts"] == "x"  # shown back as typed, to be fixed
     assert again["values"]["max_chars"] == 30 and "evil" not in again["values"]  # an emptied field gets the default back

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchTooLarge, run_batch
 from ernie_ops.copy.batch_io import BatchFileError
-from ernie_ops.copy.generate import CopyWriter
+from ernie_ops.copy.generate import ANGLES, CopyWriter
 
 
 def products_csv(path: Path, names: list[str], extra_rows: str = "") -> Path:
@@ -27,8 +28,18 @@ def products_csv(path: Path, names: list[str], extra_rows: str = "") -> Path:
     return path
 
 
+def post_index(messages) -> int:
+    return int(re.search(r"Post (\d+) of", messages[1]["content"]).group(1))
+
+
+def long_post(index: int) -> str:
+    """80 characters, each post of a product its own (the same text twice would be a near-duplicate)."""
+    return (ANGLES[index - 1][0] * 10)[:80]
+
+
 class Fake:
-    """The injected `complete`: answers per product named in the prompt; records calls and the peak in flight."""
+    """The injected `complete`: answers per product named in the prompt, each post of a product from its own
+    angle (distinct posts, as a model asked for different angles writes); records calls and the peak in flight."""
 
     def __init__(self, *, fail: set[str] = frozenset(), too_long: set[str] = frozenset(), down: bool = False, delay: float = 0.005):
         self.fail, self.too_long, self.down, self.delay = fail, too_long, down, delay
@@ -44,9 +55,10 @@ class Fake:
             await asyncio.sleep(self.delay)
             if self.down or product in self.fail:
                 raise ChatError("down", f"no gateway for {product}")
+            index = post_index(messages)
             if product in self.too_long and len(messages) == 2:  # too long on the first try only
-                return json.dumps({"posts": ["很长" * 40]}, ensure_ascii=False)
-            return json.dumps({"posts": [f"{product}，好用"]}, ensure_ascii=False)
+                return json.dumps({"posts": [long_post(index)]}, ensure_ascii=False)
+            return json.dumps({"posts": [f"{product}，{ANGLES[index - 1][0]}"]}, ensure_ascii=False)
         finally:
             self.active -= 1
 
@@ -88,7 +100,7 @@ def test_flags_and_regenerations_reach_the_output_and_the_summary(tmp_path):
     assert summary.posts_flagged == 2 and summary.regenerations == 0 and summary.ok  # flagged posts are still a generated row
     rows, _ = batch_io.read_posts(tmp_path / "out2.csv")
     flagged = [r for r in rows if r.product == "产品1"]
-    assert [r.flags for r in flagged] == [("too_long:80/30",), ("too_long:80/30",)] and flagged[0].text == "很长" * 40
+    assert [r.flags for r in flagged] == [("too_long:80/30",), ("too_long:80/30",)] and flagged[0].text == long_post(1)
 
 
 def test_a_rerun_skips_the_finished_rows(tmp_path):

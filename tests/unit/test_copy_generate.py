@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -29,7 +30,7 @@ def answer(text: str) -> str:
 class Scripted:
     """The injected `complete`: pops scripted answers (str or an exception) and records every call."""
 
-    def __init__(self, *answers, default: str | None = None):
+    def __init__(self, *answers, default: str | Callable[[list[dict]], str] | None = None):
         self.answers = list(answers)
         self.default = default
         self.calls: list[dict] = []
@@ -43,12 +44,19 @@ class Scripted:
         try:
             await asyncio.sleep(0.01)
             item = self.answers.pop(0) if self.answers else self.default
+            if callable(item):
+                item = item(messages)
             if isinstance(item, BaseException):
                 raise item
             assert item is not None, "the script ran out of answers"
             return item
         finally:
             self.active -= 1
+
+
+def by_angle(messages) -> str:
+    """A post from the angle the prompt asks for: the posts of one request differ, as a model's do."""
+    return answer("好杯，" + next(zh for zh, _ in ANGLES if zh in messages[1]["content"]))
 
 
 def writer(script: Scripted, **cfg) -> CopyWriter:
@@ -65,7 +73,7 @@ def test_form_strings_from_a_browser_are_trimmed_and_converted():
     req = CopyRequest.from_form(
         {"product": "  保温杯 ", "selling_points": " 轻 ", "audience": "学生", "tone": "", "posts": "5", "max_chars": " 80 "}, CFG
     )
-    assert req == CopyRequest("保温杯", "轻", "学生", "", 5, 80)
+    assert req == CopyRequest("保温杯", "轻", "学生", "", 5, 80, "moments")  # the form's channel left at its default
 
 
 def test_form_empty_numbers_take_the_config_defaults():
@@ -110,8 +118,9 @@ def test_form_refuses_a_field_too_long_for_the_prompt():
 
 def test_from_product_takes_the_row_values_or_the_defaults():
     cfg = CopyConfig(posts=2, max_chars=40)
-    assert CopyRequest.from_product(Product(2, "杯", "轻", "学生"), cfg) == CopyRequest("杯", "轻", "学生", "", 2, 40)
-    assert CopyRequest.from_product(Product(3, "杯", "轻", "学生", "酷", 5, 90), cfg) == CopyRequest("杯", "轻", "学生", "酷", 5, 90)
+    assert CopyRequest.from_product(Product(2, "杯", "轻", "学生"), cfg) == CopyRequest("杯", "轻", "学生", "", 2, 40, "moments")
+    row = Product(3, "杯", "轻", "学生", "酷", 5, 90, "weibo")
+    assert CopyRequest.from_product(row, cfg) == CopyRequest("杯", "轻", "学生", "酷", 5, 90, "weibo")
 
 
 # --- schema and messages --------------------------------------------------------------------------------------
@@ -237,7 +246,7 @@ def test_a_gateway_error_propagates_without_retry():
 
 
 def test_posts_are_requested_concurrently_and_in_order():
-    script = Scripted(default=answer("好杯"))
+    script = Scripted(default=by_angle)
     posts = run(writer(script).posts(REQ))
     assert len(posts) == 3 and script.peak == 3
     angles_sent = [next(i for i, a in enumerate(ANGLES) if a[0] in c["messages"][1]["content"]) for c in script.calls]
@@ -251,7 +260,7 @@ def test_posts_stop_the_others_when_one_fails():
 
 
 def test_max_in_flight_bounds_the_requests():
-    script = Scripted(default=answer("好杯"))
+    script = Scripted(default=by_angle)
     w = CopyWriter(None, CopyConfig(), "S", complete=script, max_in_flight=2)
     run(w.posts(CopyRequest("杯", "", "", posts=6)))
     assert script.peak == 2 and len(script.calls) == 6
@@ -270,3 +279,72 @@ def test_a_writer_bounds_its_requests_by_default_below_the_connection_pool():
     w = CopyWriter(None, CopyConfig(), "S", complete=script)
     run(w.posts(CopyRequest("杯", "", "", posts=generate.DEFAULT_MAX_IN_FLIGHT + 10)))
     assert script.peak == generate.DEFAULT_MAX_IN_FLIGHT < 100
+
+
+# --- near-duplicates in one set (injected complete: it returns a duplicate on demand) ---------------------------
+
+FIRST = "保温杯，陪你暖一整天，早八通勤不再手冷"
+OTHER = "冬天的办公室，一口热水就是底气"
+
+
+class Repeats:
+    """The injected `complete`: post 1 is FIRST; post 2 repeats it (reworded or not) for its first `repeats`
+    tries, then writes OTHER; any other post comes from its angle. A real model repeats itself only by chance."""
+
+    def __init__(self, repeats: int, duplicate: str = FIRST):
+        self.repeats, self.duplicate = repeats, duplicate
+        self.calls: list[list[dict]] = []
+
+    async def __call__(self, messages, max_tokens, temperature, stats=None, extra=None):
+        self.calls.append(messages)
+        await asyncio.sleep(0)
+        prompt = messages[1]["content"]
+        if ANGLES[0][0] in prompt:
+            return answer(FIRST)
+        if ANGLES[1][0] in prompt:
+            tries = sum(ANGLES[1][0] in m[1]["content"] for m in self.calls)
+            return answer(self.duplicate if tries <= self.repeats else OTHER)
+        return by_angle(messages)
+
+
+def test_a_near_duplicate_in_the_set_is_regenerated():
+    stand_in = Repeats(repeats=1, duplicate="早八通勤不再手冷，保温杯陪你暖一整天")  # the same clauses reordered
+    w = CopyWriter(None, CopyConfig(max_attempts=3), "S", complete=stand_in)
+    posts = run(w.posts(CopyRequest("保温杯", "保温12小时", "上班族", posts=3, max_chars=60)))
+    assert [p.text for p in posts[:2]] == [FIRST, OTHER] and all(p.ok for p in posts)
+    assert posts[1].attempts == 2 and posts[0].attempts == posts[2].attempts == 1
+    assert (w.stats.requests, w.stats.regenerations) == (4, 1)
+    retry = stand_in.calls[-1]
+    assert retry[2] == {"role": "assistant", "content": answer("早八通勤不再手冷，保温杯陪你暖一整天")}
+    assert "和第 1 条太像" in retry[3]["content"] and "post 1" in retry[3]["content"]
+
+
+def test_a_post_still_a_duplicate_after_its_tries_is_flagged_not_kept_silently():
+    stand_in = Repeats(repeats=10)
+    w = CopyWriter(None, CopyConfig(max_attempts=3), "S", complete=stand_in)
+    posts = run(w.posts(CopyRequest("保温杯", "", "", posts=2, max_chars=60)))
+    assert posts[1].text == FIRST and not posts[1].ok and posts[1].attempts == 3
+    assert posts[1].flags == ["duplicate_of:1~1.00"]
+    assert posts[0].ok and w.stats.requests == 4  # post 1 once, post 2 three times: bounded by max_attempts
+
+
+def test_a_duplicate_with_no_try_left_is_flagged_without_another_request():
+    stand_in = Repeats(repeats=10)
+    w = CopyWriter(None, CopyConfig(max_attempts=1), "S", complete=stand_in)
+    posts = run(w.posts(CopyRequest("保温杯", "", "", posts=2, max_chars=60)))
+    assert posts[1].flags == ["duplicate_of:1~1.00"] and posts[1].attempts == 1 and len(stand_in.calls) == 2
+
+
+def test_posts_that_never_parsed_are_not_compared():
+    script = Scripted(default="not json")
+    posts = run(writer(script, max_attempts=1).posts(REQ))
+    assert [p.flags for p in posts] == [["unusable"]] * 3  # the same raw text thrice: flagged unusable, not duplicate
+
+
+def test_a_regenerated_card_is_compared_with_the_other_cards():
+    # post 2 of the request regenerated alone (a card's button), its siblings' texts given by index
+    stand_in = Repeats(repeats=1, duplicate=OTHER + "！")
+    w = CopyWriter(None, CopyConfig(max_attempts=3), "S", complete=stand_in)
+    post = run(w.post(CopyRequest("保温杯", "", "", posts=3, max_chars=60), 2, [FIRST, None, OTHER]))
+    assert post.attempts == 3 and not post.ok and post.flags == ["duplicate_of:3~1.00"]  # OTHER is card 3's
+    assert "和第 3 条太像" in stand_in.calls[1][3]["content"]

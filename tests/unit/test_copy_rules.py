@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from ernie_ops.copy.rules import DEFAULT_FORBIDDEN_WORDS, PostsFormatError, Rules, check, count_chars, parse_posts
+from ernie_ops.copy.rules import (
+    DEFAULT_FORBIDDEN_WORDS,
+    NEAR_DUPLICATE,
+    PostsFormatError,
+    Rules,
+    check,
+    count_chars,
+    fold,
+    fold_with_spans,
+    near_duplicate,
+    parse_posts,
+    similarity,
+)
 from ernie_ops.errors import ErnieOpsError
 
 
@@ -118,3 +130,108 @@ def test_parse_posts_errors_say_what_is_wrong(text, needle):
 def test_words_starting_at_the_same_place_report_the_longest_once():
     problems = check("最佳之选", Rules(forbidden_words=("最", "最佳")))
     assert [(p.word, p.position) for p in problems] == [("最佳", 1)]
+
+
+# --- folding: full-width, spaced and invisible forms are caught, reported as written ------------------------
+
+
+@pytest.mark.parametrize(
+    ("post", "word", "written"),
+    [
+        ("１００％纯棉", "100%", "１００％"),
+        ("行业ＮＯ．１", "NO.1", "ＮＯ．１"),
+        ("销量第 一", "第一", "第 一"),
+        ("最\u3000佳之选", "最佳", "最\u3000佳"),  # the ideographic space
+        ("第\u200b一", "第一", "第\u200b一"),  # a zero-width space
+        ("绝\u00ad对好用", "绝对", "绝\u00ad对"),  # a soft hyphen
+        ("排名第\n一", "第一", "第\n一"),  # across a line break: read as one word (module docstring)
+        ("ｔｏｐ １好物", "TOP1", "ｔｏｐ １"),
+    ],
+)
+def test_folded_forms_are_caught_and_reported_as_written(post, word, written):
+    (problem,) = check(post, Rules())
+    assert (problem.kind, problem.word, problem.written) == ("forbidden", word, written)
+    assert post[problem.offset : problem.end] == written  # the span as written, for highlighting
+    assert problem.position == count_chars(post[: problem.offset]) + 1
+
+
+def test_a_folded_match_says_how_it_was_written():
+    (problem,) = check("销量第 一", Rules())
+    assert "'第一'" in problem.message and "written '第 一'" in problem.message and problem.flag == "forbidden:第一@3"
+    (plain,) = check("销量第一", Rules())
+    assert "written" not in plain.message
+
+
+def test_the_position_after_an_emoji_and_a_full_width_word():
+    post = "👍🏽好物ＮＯ．１，第 一"
+    problems = check(post, Rules())
+    assert [(p.word, p.position, p.written) for p in problems] == [("NO.1", 4, "ＮＯ．１"), ("第一", 9, "第 一")]
+
+
+@pytest.mark.parametrize("post", ["TOP 10 好物", "No. 12 色号", "ＴＯＰ１０榜单", "1100%"])
+def test_folding_does_not_join_a_number_into_a_listed_word(post):
+    # folding removes the space: TOP 10 -> top10, which contains top1; a listed word ending in a digit must
+    # not continue a number, nor one starting with a digit follow one
+    assert check(post, Rules()) == []
+
+
+def test_folding_finds_nothing_in_neutral_text():
+    assert check("最　近上新，第二件半价，ＡＢＣ 款", Rules()) == []
+
+
+def test_a_configured_full_width_or_spaced_word_is_folded_too():
+    (problem,) = check("全网首发 no.1", Rules(forbidden_words=("ＮＯ．１",)))
+    assert problem.word == "ＮＯ．１" and problem.written == "no.1"
+
+
+def test_fold_keeps_the_spans_of_the_original():
+    head, word = "Ａ 👨\u200d👩\u200d👧 ", "第\u3000一"
+    folded = fold_with_spans(head + word)
+    assert folded.text == fold(head + word) == "a👨👩👧第一"
+    assert folded.original(len(folded.text) - 2, len(folded.text)) == (len(head), len(head + word))
+
+
+# --- near-duplicates -------------------------------------------------------------------------------------------
+
+# Measured (3-gram Jaccard on the folded text, punctuation and emoji left out), the pairs behind NEAR_DUPLICATE:
+NEAR = [
+    ("保温杯，陪你暖一整天☕", "保温杯，陪你暖一整天！", 1.0),  # the same words
+    ("316不锈钢保温杯，12小时长效保温，早八通勤的好搭档", "早八通勤的好搭档，316不锈钢保温杯，12小时长效保温", 0.84),  # reordered
+    ("316不锈钢保温杯，12小时长效保温，早八通勤的好搭档", "316不锈钢保温杯，12小时持久保温，早八通勤的好搭档", 0.70),  # a word swapped
+    ("保温杯，陪你暖一整天", "保温杯，陪你暖一整天，冬天出门必备", 0.54),  # the first, and a tail
+]
+DISTINCT = [  # posts of one product from different angles share its name and facts, and still differ
+    ("316不锈钢保温杯，12小时长效保温，早八通勤的好搭档", "冬天的早晨，一口热水暖到心里——316不锈钢保温杯陪你12小时", 0.23),
+    ("保温杯，好用又保温", "保温杯，好看又耐用", 0.20),
+    ("早八人的续命神器来了！316不锈钢保温杯，12小时热水不断 #保温杯# #通勤好物#",
+     "冬天办公室太冷？一杯热水暖一下午，316不锈钢，12小时保温 #保温杯# #通勤好物#", 0.21),  # the same topics
+    ("每天早上装满热水，到下班还是烫的，316不锈钢内胆很放心\n#保温杯 #通勤好物 #冬日好物",
+     "他总说办公室冷，这只保温杯12小时保温，316不锈钢，他天天带着\n#保温杯 #通勤好物 #冬日好物", 0.22),  # the same tags
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("a", "b", "measured"), NEAR + DISTINCT)
+def test_similarity_of_the_measured_pairs(a, b, measured):
+    assert similarity(a, b) == pytest.approx(measured, abs=0.01)
+    assert similarity(b, a) == similarity(a, b)
+
+
+def test_the_threshold_lies_between_the_measured_near_duplicates_and_distinct_posts():
+    assert max(m for *_, m in DISTINCT) < NEAR_DUPLICATE <= min(m for *_, m in NEAR)
+    for a, b, _ in NEAR:
+        assert near_duplicate(b, [a]) is not None
+    for a, b, _ in DISTINCT:
+        assert near_duplicate(b, [a]) is None
+
+
+def test_similarity_folds_width_case_and_spaces():
+    assert similarity("ＡＢＣ 保温杯 好用", "abc保温杯好用") == 1.0
+    assert similarity("好", "好！") == 1.0 and similarity("好", "坏") == 0.0  # shorter than a shingle
+    assert similarity("👍", "👍") == 1.0 and similarity("👍", "🎁") == 0.0  # nothing but symbols
+
+
+def test_near_duplicate_names_the_most_similar_earlier_post():
+    problem = near_duplicate("保温杯，陪你暖一整天", ["完全不同的一句话", None, "保温杯，陪你暖一整天吧", "保温杯，陪你暖一整天"])
+    assert problem.kind == "duplicate" and problem.similar_to == 4 and problem.similarity == 1.0
+    assert problem.flag == "duplicate_of:4~1.00"
+    assert near_duplicate("保温杯", []) is None

@@ -1,6 +1,8 @@
 // The marketing-copy form (营销文案). Rendered by Chainlit as a custom element: `props`, `callAction`
 // are injected globals. Submitting calls the app's `copy_generate` action with the raw values; the app
 // validates them (every bad field at once, shown under its input via props.errors) and sends the cards.
+// The channel (朋友圈/微博/小红书, props.channels) is a select; an empty max length takes the channel's limit,
+// shown as the field's placeholder.
 import { useState } from "react"
 import { Button } from "@/components/ui/button"
 import { Input } from "@/components/ui/input"
@@ -12,6 +14,7 @@ const FIELDS = [
   ["selling_points", "卖点 Selling points", "textarea", "例如：40 小时续航，通勤降噪"],
   ["audience", "目标人群 Audience", "input", "例如：通勤白领"],
   ["tone", "语气 Tone", "input", "例如：轻松、真诚（可不填）"],
+  ["channel", "发布渠道 Channel", "select", ""],
   ["posts", "条数 Posts", "number", ""],
   ["max_chars", "每条字数上限 Max characters", "number", ""],
 ]
@@ -22,6 +25,10 @@ export default function CopyForm() {
   const [values, setValues] = useState(initial)
   const [busy, setBusy] = useState(false)
   const errors = props.errors || {}
+  const channels = props.channels || []
+  const chosen = channels.find((c) => c.name === values.channel)
+  const hintOf = (name, hint) =>
+    name === "max_chars" && chosen ? `按渠道 ${chosen.max_chars}（可不填） / channel's ${chosen.max_chars}` : hint
 
   const submit = async (event) => {
     event.preventDefault()
@@ -42,8 +49,14 @@ export default function CopyForm() {
           {kind === "textarea" ? (
             <Textarea id={`copy-${name}`} value={values[name]} placeholder={hint} rows={2}
               onChange={(e) => setValues({ ...values, [name]: e.target.value })} />
+          ) : kind === "select" ? (
+            <select id={`copy-${name}`} value={values[name]}
+              className="h-9 rounded-md border border-input bg-transparent px-3 text-sm"
+              onChange={(e) => setValues({ ...values, [name]: e.target.value })}>
+              {channels.map((c) => <option key={c.name} value={c.name}>{c.label}</option>)}
+            </select>
           ) : (
-            <Input id={`copy-${name}`} value={values[name]} placeholder={hint}
+            <Input id={`copy-${name}`} value={values[name]} placeholder={hintOf(name, hint)}
               type={kind === "number" ? "number" : "text"} min={kind === "number" ? 1 : undefined}
               onChange={(e) => setValues({ ...values, [name]: e.target.value })} />
           )}
