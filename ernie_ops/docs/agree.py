@@ -3,7 +3,8 @@
 Word overlap (what `cite` measures) cannot tell '员工入职满一年后享有15天带薪年假' from the passage's '5天', nor
 '年假不需要在OA系统中申请' from '年假需……在OA系统中申请': both share nearly every word. `agrees` is the second test
 a sentence passes before it gets a passage's marker. Pure functions, Chinese and English alike; all text is
-NFKC-normalised (full-width ５ -> 5) and lowercased first.
+NFKC-normalised (full-width ５ -> 5) and lowercased first. The values of numerals, number words and month names are
+read by ernie_ops.text_numbers; which of them count as a number here, and the units, are this module's rules.
 
 Numbers (`facts`): Arabic (1,500; 1.5), Chinese (五 十五 两 三千 一百零五 二〇二六), mixed (1.5万 -> 15000), English
 words (five, twenty-one, 3 thousand), percentages (50%, 百分之五十, 50 percent), each with the unit written after it
@@ -44,6 +45,16 @@ from dataclasses import dataclass
 
 from ernie_ops.docs.chunk import split_sentences
 from ernie_ops.docs.tokens import query_terms, tokenize
+from ernie_ops.text_numbers import (
+    EN_NUMBER_WORDS,
+    EN_SCALES,
+    MONTH_NAMES_PATTERN,
+    ZH_NUMERALS,
+    en_number,
+    month_number,
+    written_int,
+    zh_number,
+)
 
 CLAUSE_MATCH = 0.5  # share of a sentence clause's content words a passage clause must hold to be its counterpart
 CLOSE_MATCH = 0.1  # passage clauses this close to the best one are counterparts too; agreeing with one is enough
@@ -84,40 +95,6 @@ def normalise(text: str) -> str:
 
 # --- numbers ----------------------------------------------------------------------------------------------------
 
-_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_ZH_SMALL = {"十": 10, "百": 100, "千": 1000}
-_ZH_BIG = {"万": 10_000, "亿": 100_000_000}
-_ZH_NUMERAL = "零〇一二两三四五六七八九十百千万亿"
-
-
-def zh_number(numeral: str) -> float:
-    """The value of a Chinese numeral: 十五 -> 15, 一百零五 -> 105, 两万三千 -> 23000, 二〇二六 -> 2026, 一点五 -> 1.5."""
-    whole, _, fraction = numeral.partition("点")
-    if whole and all(c in _ZH_DIGITS for c in whole) and len(whole) > 1:
-        value = float(int("".join(str(_ZH_DIGITS[c]) for c in whole)))  # digit by digit: 二〇二六
-    else:
-        total, section, digit = 0, 0, 0
-        for c in whole:
-            if c in _ZH_DIGITS:
-                digit = _ZH_DIGITS[c]
-            elif c in _ZH_SMALL:
-                section += (digit or 1) * _ZH_SMALL[c]
-                digit = 0
-            else:
-                total = (total + section + digit) * _ZH_BIG[c]
-                section = digit = 0
-        value = float(total + section + digit)
-    if fraction:
-        value += float("0." + "".join(str(_ZH_DIGITS[c]) for c in fraction))
-    return value
-
-
-_EN_ONE_NAMES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
-_EN_ONES = [*_EN_ONE_NAMES.split(" "), "eighteen", "nineteen"]
-_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_EN_WORDS = {w: i for i, w in enumerate(_EN_ONES)} | _EN_TENS
-_EN_SCALE = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
-
 # Units after a number ('|' between spellings): each maps to (canonical unit, factor to it). Units of one dimension
 # share a canonical unit so that 两周 and 14天, 一年 and 12个月 compare equal.
 _UNIT_SPELLINGS = {
@@ -144,11 +121,12 @@ _UNIT_ALTERNATIVES = "|".join(
     re.escape(u) + (r"\b" if u[-1].isascii() and u[-1].isalpha() else "")  # '5 days', not the s of '3 steps'
     for u in sorted([*_UNITS, *_MEASURE_WORDS], key=len, reverse=True)
 )
-_EN_NUMBER = rf"(?:{'|'.join(sorted(_EN_WORDS, key=len, reverse=True))})(?:[- ](?:{'|'.join(_EN_ONES[1:10])}))?"
+_EN_DIGIT_WORDS = "|".join(w for w, v in EN_NUMBER_WORDS.items() if 1 <= v <= 9)  # the 'five' of 'twenty-five'
+_EN_NUMBER = rf"(?:{'|'.join(sorted(EN_NUMBER_WORDS, key=len, reverse=True))})(?:[- ](?:{_EN_DIGIT_WORDS}))?"
 _NUMBER = re.compile(
     rf"(?P<pct_zh>百分之)?(?:(?P<cur>[$¥])\s*)?"
     rf"(?:(?P<ar>\d+(?:,\d{{3}})*(?:\.\d+)?)(?:\s*(?P<mult>[万亿千百]))?"
-    rf"|(?P<zh>[{_ZH_NUMERAL}]+(?:点[零〇一二三四五六七八九]+)?)"
+    rf"|(?P<zh>[{ZH_NUMERALS}]+(?:点[零〇一二三四五六七八九]+)?)"
     rf"|\b(?P<en>{_EN_NUMBER})\b)"
     rf"(?:\s*(?P<scale>hundred|thousand|million|billion)\b)?"
     rf"(?:\s*(?P<unit>{_UNIT_ALTERNATIVES}))?"
@@ -157,23 +135,13 @@ _AFTERNOON = re.compile(r"(?:下午|晚上|傍晚)\s*$")
 _TIME = re.compile(r"(?<![\d.:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])(?:\s*(am|pm)\b)?")
 
 # Dates: 2026-01-05 2026/1/5 2026.1.5; [2026年]1月5日 (Arabic or Chinese); January 5[, 2026]; 5 January [2026].
-_MONTH_NAMES = "january february march april may june july august september october november december"
-_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(" "), 1)}
-_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items()) if m != "may"} | {"sept": 9}
-_MONTH_NAME = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _ZH_SMALL_NUMBER = r"\d{1,2}|[一二三四五六七八九十]{1,3}"
 _DATE = re.compile(
     rf"(?<!\d)(?P<iy>\d{{4}})[-/.](?P<im>\d{{1,2}})[-/.](?P<id>\d{{1,2}})(?!\d)"
     rf"|(?:(?P<zy>\d{{4}}|[〇零一二三四五六七八九]{{4}})\s*年\s*)?(?<![\d个])(?P<zm>{_ZH_SMALL_NUMBER})\s*月(?:\s*(?P<zd>{_ZH_SMALL_NUMBER})\s*[日号])?"
-    rf"|\b(?P<em>{_MONTH_NAME})\.?\s+(?P<ed>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s*(?P<ey>\d{{4}})\b)?"
-    rf"|\b(?P<fd>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<fm>{_MONTH_NAME})\b\.?(?:,?\s*(?P<fy>\d{{4}})\b)?"
+    rf"|\b(?P<em>{MONTH_NAMES_PATTERN})\.?\s+(?P<ed>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s*(?P<ey>\d{{4}})\b)?"
+    rf"|\b(?P<fd>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<fm>{MONTH_NAMES_PATTERN})\b\.?(?:,?\s*(?P<fy>\d{{4}})\b)?"
 )
-
-
-def _small(s: str | None) -> int | None:
-    if s is None:
-        return None
-    return int(s) if s.isdigit() else int(zh_number(s))
 
 
 def _date(m: re.Match[str]) -> Date | None:
@@ -181,11 +149,11 @@ def _date(m: re.Match[str]) -> Date | None:
     if g["iy"]:
         year, month, day = int(g["iy"]), int(g["im"]), int(g["id"])
     elif g["zm"]:
-        year, month, day = _small(g["zy"]), _small(g["zm"]), _small(g["zd"])
+        year, month, day = written_int(g["zy"]), written_int(g["zm"]), written_int(g["zd"])
     elif g["em"]:
-        year, month, day = _small(g["ey"]), _MONTHS[g["em"]], int(g["ed"])
+        year, month, day = written_int(g["ey"]), month_number(g["em"]), int(g["ed"])
     else:
-        year, month, day = _small(g["fy"]), _MONTHS[g["fm"]], int(g["fd"])
+        year, month, day = written_int(g["fy"]), month_number(g["fm"]), int(g["fd"])
     if not (month and 1 <= month <= 12) or (day is not None and not 1 <= day <= 31):
         return None
     return Date(year, month, day)
@@ -193,11 +161,6 @@ def _date(m: re.Match[str]) -> Date | None:
 
 def _blank(text: str, start: int, end: int) -> str:
     return text[:start] + " " * (end - start) + text[end:]
-
-
-def _en_value(words: str, scale: str | None) -> float:
-    value = sum(_EN_WORDS[w] for w in re.split(r"[- ]", words))
-    return float(value * (_EN_SCALE[scale] if scale else 1))
 
 
 def _quantity(text: str, m: re.Match[str]) -> Quantity | None:
@@ -215,15 +178,17 @@ def _quantity(text: str, m: re.Match[str]) -> Quantity | None:
         if numeral[0] in "百千万亿" or (len(numeral) == 1 and not unit_text and not g["pct_zh"]):
             return None  # 千万不要  万一  一下  十分
         value = zh_number(numeral)
+        if value is None:
+            return None  # not a numeral (the pattern matches numerals only: not expected)
         unit = _UNITS.get(unit_text or "", ("",))[0]
         if numeral == "一" and unit not in _TIME_UNITS:
             return None  # the article in 一个问题, 一次, 一点
     else:
         if re.match(r"[a-z]", before) or (g["en"] == "one" and not unit_text):
             return None  # 'the one that', 'someone'
-        value = _en_value(g["en"], None)
+        value = float(en_number(g["en"]))
     if g["scale"]:
-        value *= _EN_SCALE[g["scale"]]
+        value *= EN_SCALES[g["scale"]]
     if text[max(0, m.start() - 1) : m.start()] == "第":
         return None  # an ordinal: 第三方, 第2步
     if g["pct_zh"]:

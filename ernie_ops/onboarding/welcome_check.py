@@ -10,7 +10,7 @@ department or invents a salary ("欢迎张三加入市场部……月薪五万")
 `mismatch` returns the first reason found, or None when the text may be pushed. It errs on the side of
 refusing: a refused welcome costs only the model's wording (the plain welcome is pushed instead).
 
-Chinese numerals are recognised with unicodedata (五, 万, 廿, 壹 ... are numeric characters). A lone 一
+Numerals, number words and month names are read by ernie_ops.text_numbers (五, 万, 廿, 壹 ...). A lone 一
 is not taken for a number (一起, 一员, 第一周, 一名); a lone other numeral is one when a measure word
 follows it (三天, 两个, 五点); two numerals in a row always are (五万, 三千, 十五).
 """
@@ -18,29 +18,22 @@ follows it (三天, 两个, 五点); two numerals in a row always are (五万, �
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from datetime import date
 
 from ernie_ops.onboarding.plan import Facts
+from ernie_ops.text_numbers import EN_NUMBER_WORDS, EN_SCALES, MONTH_NAMES_PATTERN, ZH_NUMERALS_ALL, month_number, written_int
 
 DEPT_SUFFIXES = ("事业部", "部门", "中心", "团队", "小组", "部", "组")
-_CJK_NUM = "〇零一二两三四五六七八九十百千万亿廿卅壹贰叁肆伍陆柒捌玖拾佰仟"
 _MEASURES = set("天日月年周个位元块岁次时号名份倍折点期届层楼项条门")
 _NOT_A_MENTION_ZH = ("我们", "咱们", "公司", "本公司", "这个", "这支", "整个", "新", "大", "本", "的")
 _NOT_A_MENTION_EN = {"the", "our", "your", "this", "a", "an", "new", "great", "amazing", "wonderful", "whole", "entire", "awesome"}
 _GENERIC_ROLES = ("新员工", "新同事", "新人", "新成员", "成员", "员工", "同事", "伙伴", "一员", "一份子", "一分子")
 _GENERIC_ROLES_EN = {"member", "colleague", "teammate", "employee", "hire", "part", "joiner", "friend", "new", "starter"}
-_MONTHS = {m: i for i, names in enumerate(
-    [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"), ("jul", "july"),
-     ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"), ("nov", "november"), ("dec", "december")], 1)
-    for m in names}  # fmt: skip
 _WEEKDAYS_ZH = "一二三四五六日"
 _WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_EN_NUMBERS = (
-    "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|"
-    "nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen"
-)
+# English number words but zero and one ('one of us', 'the one'): a welcome has no use for the others.
+_EN_NUMBERS = "|".join([w for w, v in EN_NUMBER_WORDS.items() if v >= 2] + [*EN_SCALES, "dozen"])
 
 _STOP = r"[^，,。！!？?；;、：:\s（）()“”\"']"
 _ZH_DEPT = re.compile(
@@ -68,56 +61,19 @@ _EN_MANAGER = re.compile(
     r"\b(?:(?:manager|supervisor|mentor|lead|boss)\s*,?\s*(?:is|will\s+be)|reports?\s+to|reporting\s+to)\s+"
     r"(?P<m>[A-Z][\w.'\-]*(?:\s+[A-Z][\w.'\-]*)?)"
 )
-_MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_CN = rf"[{_CJK_NUM}]{{1,4}}"
+_CN = rf"[{ZH_NUMERALS_ALL}]{{1,4}}"
+_MONTH = MONTH_NAMES_PATTERN
 _DATES = [
     re.compile(r"(?P<y>\d{4})\s*[-/.]\s*(?P<m>\d{1,2})\s*[-/.]\s*(?P<d>\d{1,2})"),
     re.compile(rf"(?:(?P<y>\d{{4}}|{_CN})\s*年\s*)?(?P<m>\d{{1,2}}|{_CN})\s*月(?:\s*(?P<d>\d{{1,2}}|{_CN})\s*[日号])?"),
-    re.compile(rf"\b(?P<mn>{_MONTH_NAMES})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s*(?P<y>\d{{4}}))?", re.IGNORECASE),
-    re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mn>{_MONTH_NAMES})\b\.?(?:,?\s*(?P<y>\d{{4}}))?", re.IGNORECASE),
+    re.compile(rf"\b(?P<mn>{_MONTH})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s*(?P<y>\d{{4}}))?", re.IGNORECASE),
+    re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mn>{_MONTH})\b\.?(?:,?\s*(?P<y>\d{{4}}))?", re.IGNORECASE),
     re.compile(r"(?P<y>\d{4})\s*年"),
-    re.compile(rf"(?<![\d{_CJK_NUM}])(?P<d>\d{{1,2}}|{_CN})\s*号"),
+    re.compile(rf"(?<![\d{ZH_NUMERALS_ALL}])(?P<d>\d{{1,2}}|{_CN})\s*号"),
 ]
 _WEEKDAY = re.compile(rf"(?:星期|礼拜|周)(?P<w>[{_WEEKDAYS_ZH}天])|\b(?P<we>{'|'.join(_WEEKDAYS_EN)})\b", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _EN_NUMBER = re.compile(rf"\b(?:{_EN_NUMBERS})\b", re.IGNORECASE)
-
-
-def _cjk_value(c: str) -> float | None:
-    if c == "两":
-        return 2.0
-    if unicodedata.category(c) not in ("Lo", "Nl"):  # 〇 is a letter number
-        return None
-    return unicodedata.numeric(c, None)
-
-
-def cjk_int(text: str) -> int | None:
-    """A Chinese numeral's value: 五 5, 十二 12, 二十五 25, 廿五 25, 二〇二六 2026 (digit by digit), 三千 3000."""
-    values = [_cjk_value(c) for c in text]
-    if not values or any(v is None for v in values):
-        return None
-    if len(values) > 1 and all(v < 10 for v in values):  # 二〇二六: digits
-        return int("".join(str(int(v)) for v in values))
-    total, section, digit = 0, 0, 0
-    for v in values:
-        if v < 10:
-            digit = int(v)
-        elif v in (20, 30):  # 廿 卅
-            section += int(v)
-        elif v >= 10_000:
-            total += (section + digit) * int(v)
-            section, digit = 0, 0
-        else:
-            section += (digit or 1) * int(v)
-            digit = 0
-    return total + section + digit
-
-
-def _int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if text.isdigit() else cjk_int(text)
 
 
 def _core_zh(text: str) -> str:
@@ -205,8 +161,8 @@ def _dates(text: str, start: date) -> tuple[str | None, str]:
         out, pos = [], 0
         for m in pattern.finditer(text):
             groups = m.groupdict()
-            month = _MONTHS.get(groups["mn"].lower().rstrip(".")) if groups.get("mn") else _int(groups.get("m"))
-            year, day_ = _int(groups.get("y")), _int(groups.get("d"))
+            month = month_number(groups.get("mn") or groups.get("m"))
+            year, day_ = written_int(groups.get("y")), written_int(groups.get("d"))
             if groups.get("m") is not None and month is None:
                 continue
             if (
@@ -228,11 +184,11 @@ def _dates(text: str, start: date) -> tuple[str | None, str]:
 def _cjk_numbers(text: str) -> list[str]:
     found, i = [], 0
     while i < len(text):
-        if _cjk_value(text[i]) is None or text[i] not in _CJK_NUM:
+        if text[i] not in ZH_NUMERALS_ALL:
             i += 1
             continue
         j = i
-        while j < len(text) and text[j] in _CJK_NUM:
+        while j < len(text) and text[j] in ZH_NUMERALS_ALL:
             j += 1
         run = text[i:j]
         after = text[j] if j < len(text) else ""

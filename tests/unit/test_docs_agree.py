@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.docs.agree import Date, Quantity, agrees, contradicting_clause, facts, unsupported_facts, zh_number
+from ernie_ops.docs.agree import Date, Quantity, agrees, contradicting_clause, facts, unsupported_facts
 from ernie_ops.docs.chunk import split_sentences
 from ernie_ops.docs.tokens import TOKENIZERS
 from tests.harness.dates import day
@@ -107,15 +107,6 @@ def test_what_disagrees_is_named():
 
 
 @pytest.mark.parametrize(
-    ("numeral", "value"),
-    [("五", 5), ("十", 10), ("十五", 15), ("二十", 20), ("两", 2), ("三千", 3000), ("一百零五", 105), ("两万三千", 23000),
-     ("二〇二六", 2026), ("一点五", 1.5), ("一亿", 100_000_000)],
-)  # fmt: skip
-def test_chinese_numerals(numeral, value):
-    assert zh_number(numeral) == value
-
-
-@pytest.mark.parametrize(
     ("text", "quantities"),
     [
         ("１５天", [Quantity(15, "day")]),  # full-width digits
@@ -133,6 +124,11 @@ def test_chinese_numerals(numeral, value):
 )
 def test_quantities_with_their_units(text, quantities):
     assert sorted(facts(text).quantities, key=repr) == sorted(quantities, key=repr)
+
+
+def test_a_chinese_amount_with_yi_and_wan_is_the_same_amount_in_digits():
+    assert facts("一亿五千万元").quantities == (Quantity(150_000_000, "yuan"),)
+    assert unsupported_facts("预算为1.5亿元。", "项目预算一亿五千万元。") == []
 
 
 @pytest.mark.parametrize(

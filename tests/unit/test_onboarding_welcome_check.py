@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ernie_ops.onboarding.plan import Facts, fallback_welcome
-from ernie_ops.onboarding.welcome_check import cjk_int, mismatch
+from ernie_ops.onboarding.welcome_check import mismatch
 from tests.harness.dates import day
 
 START = day(5)
@@ -108,10 +108,3 @@ def test_digits_the_record_itself_holds_are_facts():
 )
 def test_the_plain_welcome_passes_its_own_check(facts):
     assert mismatch(fallback_welcome(facts), facts) is None
-
-
-def test_chinese_numerals_are_read_with_their_value():
-    assert [cjk_int(t) for t in ("五", "十二", "二十五", "廿五", "五万", "三千", "一万五千", "二〇二六")] == [
-        5, 12, 25, 25, 50000, 3000, 15000, 2026,
-    ]  # fmt: skip
-    assert cjk_int("研发") is None
