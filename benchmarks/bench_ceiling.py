@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops import bench
+from ernie_ops.observe import bench
 from tests.conftest import CACHE, free_port
 from tests.harness import tiny_model
 

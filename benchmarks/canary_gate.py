@@ -27,7 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-from ernie_ops import cutover, rollout, rollout_file, state
+from ernie_ops.host import state
+from ernie_ops.traffic import cutover
+from ernie_ops.traffic.canary import rollout, rollout_file
 from tests.harness import canary_site, tiny_model
 from tests.harness.canary_site import Clients, Site, Throttle
 from tests.harness.paths import CACHE

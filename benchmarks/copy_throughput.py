@@ -8,7 +8,7 @@ concurrency C:
   batch  `run_batch` over a ROWS-row products file (synthetic products, 3 posts a row, the product's default
          chat.marketing settings except max_tokens) through the gateway with the real GatewayClient and
          CopyWriter: C rows at once, so up to 3 x C requests in flight. A fresh output file each time.
-  bench  `ernie_ops.bench.run` through the same gateway with as many requests, 3 x C streams (the same
+  bench  `ernie_ops.observe.bench.run` through the same gateway with as many requests, 3 x C streams (the same
          requests in flight), prompt_tokens = the copy prompt's token count (vLLM's /tokenize with the copy
          messages and the chat template), max_tokens the same as the batch's.
 Output length: bench uses ignore_eos, so each bench request is exactly max_tokens. A copy request is
@@ -33,12 +33,12 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops import bench
 from ernie_ops.chat.client import GatewayClient, ReplyStats, Timeouts
 from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchSummary, run_batch
 from ernie_ops.copy.generate import DEFAULT_SYSTEM_PROMPT, CopyRequest, CopyWriter, build_messages
+from ernie_ops.observe import bench
 from tests.conftest import CACHE, free_port, write_config
 from tests.harness import nginx, serve_proc, tiny_model
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ernie_ops import bench
+from ernie_ops.observe import bench
 from tests.conftest import CACHE, free_port, write_config
 from tests.harness import serve_proc, tiny_model
 from tests.harness.tiny_model import SERVED_NAME

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ernie_ops import bench
+from ernie_ops.observe import bench
 from tests.conftest import CACHE, free_port, write_config
 from tests.harness import nginx, serve_proc, tiny_model
 

@@ -6,7 +6,7 @@ reload) every 150 ms for 20 s:
   - HTTPS through the edge (nginx/ernie-edge.conf, an nginx of its own, client keep-alive on) in front of the
     gateway's edges' listener (keep-alive too): the way with TLS; also how many requests rode a kept-alive connection.
 And the edge's own reloads under the same load: a plain `nginx -s reload` every 150 ms, and one draining reload
-(ernie_ops/edge_reload.py, what `systemctl reload ernie-edge` runs: ~21 s).
+(ernie_ops/traffic/edge_reload.py, what `systemctl reload ernie-edge` runs: ~21 s).
 Also prints the raw switch latency: upstream written -> first response from the new port, for a bare rewrite +
 reload.
 
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops import config, edge_reload, gateway
+from ernie_ops import config
+from ernie_ops.traffic import edge_reload, gateway
 from tests.conftest import CACHE, free_port, write_config
 from tests.harness import nginx, nonretrying, serve_proc, tiny_model
 

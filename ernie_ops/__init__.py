@@ -1,3 +1,15 @@
-"""Deployment kit for ERNIE-4.5-0.3B-PT served by vLLM behind systemd and nginx."""
+"""Deployment kit for ERNIE-4.5-0.3B-PT served by vLLM behind systemd and nginx.
+
+Module map (one concern per package; each package's docstring says what lives there):
+- `serving/`   one vLLM instance: its command, the launcher systemd runs, probes, engine log, processes
+- `traffic/`   nginx routing, the edge, the cutover runbook, and `canary/` (steps, bake, SLO gate)
+- `host/`      systemd units, ports, `apply` after provisioning, the cutover lock and history
+- `observe/`   metrics, `status`, `top`, logs, monitoring files, cutover marks, `bench`
+- `files/`     YAML and SQLite files kept safe, damaged files kept aside
+- `chat/`      the Chainlit app and its conversation logic; `docs/` document Q&A; `copy/` marketing
+  copy; `onboarding/` the onboarding helper; `hr/` HR records (SCIM, exports)
+- `config.py` the one YAML config's schema; `errors.py` the error hierarchy and exit codes;
+  `cli.py` the `ernie-ops` command; `text_numbers.py` numbers and months read from Chinese/English text
+"""
 
 __version__ = "0.1.0"

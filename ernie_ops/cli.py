@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ernie_ops import launcher
+    from ernie_ops.serving import launcher
 
     launcher.setup_logging()
     cfg = config.load(args.config)
@@ -221,7 +221,7 @@ def _print_step(step) -> None:
 
 
 def cmd_cutover(args: argparse.Namespace) -> int:
-    from ernie_ops import cutover
+    from ernie_ops.traffic import cutover
 
     cfg = config.load(args.config)
     timeouts = cutover.Timeouts(start=args.start_timeout, verify=args.verify_timeout, drain=args.drain_timeout)
@@ -238,7 +238,7 @@ def cmd_cutover(args: argparse.Namespace) -> int:
         plan = _plan(cfg, args)
         job = cutover.Cutover(cfg, args.port, source=args.source, timeouts=timeouts, dry_run=args.dry_run, on_step=on_step, plan=plan)
         if plan.watched:
-            from ernie_ops import rollout
+            from ernie_ops.traffic.canary import rollout
 
             rollout.abort_on_signals(Path(cfg.paths.state_dir))  # Ctrl-C during the watch = --abort
             if not args.json:
@@ -264,7 +264,7 @@ def cmd_cutover(args: argparse.Namespace) -> int:
 
 
 def _plan(cfg: config.Config, args: argparse.Namespace):
-    from ernie_ops import rollout
+    from ernie_ops.traffic.canary import rollout
 
     co = cfg.cutover
     steps = rollout.parse_steps(args.canary) if args.canary is not None else list(co.canary_steps)
@@ -277,7 +277,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from ernie_ops import bench
+    from ernie_ops.observe import bench
 
     cfg = config.load(args.config)
     if args.concurrency < 1 or (args.count is not None and args.count < 1) or (args.duration is not None and args.duration <= 0):
@@ -336,7 +336,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     import subprocess
     import time
 
-    from ernie_ops import logview
+    from ernie_ops.observe import logview
 
     cfg = config.load(args.config)
     sel = logview.select(cfg, args.sources)
@@ -372,7 +372,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_top(args: argparse.Namespace) -> int:
     import httpx
 
-    from ernie_ops import top, top_view
+    from ernie_ops.observe import top, top_view
 
     cfg = config.load(args.config)
     if args.window <= 0 or args.interval <= 0 or args.interval > args.window:
@@ -395,7 +395,7 @@ def cmd_top(args: argparse.Namespace) -> int:
 def cmd_monitoring_render(args: argparse.Namespace) -> int:
     import os
 
-    from ernie_ops import monitoring
+    from ernie_ops.observe import monitoring
 
     cfg = config.load(args.config)
     files = monitoring.render(
@@ -416,7 +416,7 @@ def cmd_gateway_limits(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ernie_ops import status, status_view
+    from ernie_ops.observe import status, status_view
 
     cfg = config.load(args.config)
     st = status.collect(cfg)
@@ -433,7 +433,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    from ernie_ops import apply
+    from ernie_ops.host import apply
 
     cfg = config.load(args.config)
     if args.check and not args.init:
@@ -451,7 +451,7 @@ def cmd_route(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from ernie_ops import apply
+    from ernie_ops.host import apply
 
     cfg, path = apply.load_for(args.config)
     services = (args.only,) if args.only else ("engine", "chat")

@@ -20,8 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ernie_ops import yamlfile
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
+from ernie_ops.files import yamlfile
 
 DEFAULT_PATH = "/etc/ernie-ops/ernie.yaml"
 ENV_VAR = "ERNIE_OPS_CONFIG"

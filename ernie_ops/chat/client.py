@@ -24,7 +24,7 @@ import httpx
 
 from ernie_ops import sse
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.gateway import UPSTREAM_HEADER
+from ernie_ops.traffic.gateway import UPSTREAM_HEADER
 
 FRIENDLY = {
     "down": "模型服务暂时无法连接，请稍后再试。 / The model service cannot be reached right now; please try again in a moment.",

@@ -23,7 +23,7 @@ from pathlib import Path
 from ernie_ops.chat import upload_limits, users
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
-from ernie_ops.ports import port_free
+from ernie_ops.host.ports import port_free
 
 APP_FILE = Path(__file__).with_name("app.py")
 ELEMENTS_DIR = Path(__file__).with_name("elements")  # the custom elements' JSX, served by Chainlit from public/elements

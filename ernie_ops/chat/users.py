@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from ernie_ops import yamlfile
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
+from ernie_ops.files import yamlfile
 
 NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 MIN_PASSWORD = 8

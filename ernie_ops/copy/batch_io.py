@@ -76,10 +76,10 @@ from pathlib import Path
 
 import regex
 
-from ernie_ops.aside import keep_aside
 from ernie_ops.copy import channels
 from ernie_ops.copy.rules import Problem, count_chars
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files.aside import keep_aside
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_UNZIPPED_BYTES = 200 * 1024 * 1024

@@ -104,7 +104,7 @@ from pathlib import Path
 
 from ernie_ops.docs.model import Chunk, Hit
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.sqlite_file import Kind, open_database, os_problem
+from ernie_ops.files.sqlite_file import Kind, open_database, os_problem
 
 DEFAULT_TOKENIZER = "bigram"
 SCHEMA_VERSION = 1

@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ernie_ops import yamlfile
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, ErnieOpsError
+from ernie_ops.files import yamlfile
 from ernie_ops.onboarding.pushlog import NewItem
 
 WELCOME_ID = "welcome"

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.sqlite_file import Kind, locked, open_database, os_problem
+from ernie_ops.files.sqlite_file import Kind, locked, open_database, os_problem
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x45524E50  # 'ERNP'

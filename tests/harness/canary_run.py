@@ -11,7 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from ernie_ops import config, cutover, rollout
+from ernie_ops import config
+from ernie_ops.traffic import cutover
+from ernie_ops.traffic.canary import rollout
 from tests.harness.process_host import ProcessHost
 
 

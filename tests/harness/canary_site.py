@@ -44,7 +44,7 @@ class Site:
         return ProcessHost(self.cfg, self.marks)
 
     def routed(self) -> dict[int, int]:
-        from ernie_ops import gateway
+        from ernie_ops.traffic import gateway
 
         return gateway.parse_weights(self.ng.upstream_file.read_text())
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops import engine, probe, procs
 from ernie_ops.config import Config
+from ernie_ops.serving import engine, probe, procs
 from tests.harness.paths import CACHE
 
 POOLING_ARGS = ["--runner", "pooling"]

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops import hostops, probe
 from ernie_ops.config import Config
+from ernie_ops.serving import probe
+from ernie_ops.traffic import hostops
 
 
 class ProcessHost(hostops.RealHost):

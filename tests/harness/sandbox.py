@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ernie_ops import metrics
+from ernie_ops.observe import metrics
 
 HERE = Path(__file__).resolve().parent / "sandbox"
 BASE_ROOT = Path("/var/tmp")  # never /tmp: the sandbox's own /tmp is a tmpfs, the host's must stay untouched

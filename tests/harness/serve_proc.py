@@ -47,7 +47,7 @@ class ServeProcess:
 
     def group(self) -> list[int]:
         """PIDs in the engine's process group."""
-        from ernie_ops import procs
+        from ernie_ops.serving import procs
 
         return procs.group_members(self.engine().pid)
 

@@ -22,7 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops import accesslog, cutover, rollout, rollout_file, state, status, systemd
+from ernie_ops.host import state, systemd
+from ernie_ops.observe import status
+from ernie_ops.traffic import accesslog, cutover
+from ernie_ops.traffic.canary import rollout, rollout_file
 from tests.harness import canary_site
 from tests.harness.canary_site import ROOT, Clients, Site, Throttle
 
@@ -154,7 +157,7 @@ def test_with_no_outside_traffic_the_gate_judges_its_own_synthetic_requests(site
 def test_a_sticky_split_keeps_each_api_key_on_one_side_and_a_plain_one_spreads(site):
     """nginx accepts the weighted include with its shared zone and `hash ... consistent` (nginx -t, reload),
     and follows it: with sticky api_key every request of one key goes to one instance."""
-    from ernie_ops.gateway import Gateway
+    from ernie_ops.traffic.gateway import Gateway
 
     gw = Gateway(site.cfg.gateway)
     routed = next(iter(site.routed()))

@@ -12,7 +12,8 @@ import sys
 import pytest
 import yaml
 
-from ernie_ops import config, cutover, hostops
+from ernie_ops import config
+from ernie_ops.traffic import cutover, hostops
 from tests.conftest import free_port
 from tests.harness import nginx
 

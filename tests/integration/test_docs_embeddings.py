@@ -23,7 +23,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops import procs
 from ernie_ops.config import DocsConfig
 from ernie_ops.docs import ingest
 from ernie_ops.docs.chunk import chunk
@@ -33,6 +32,7 @@ from ernie_ops.docs.fusion import rrf
 from ernie_ops.docs.model import Chunk, Hit
 from ernie_ops.docs.retrieve import Retriever
 from ernie_ops.docs.store import Index, Scope
+from ernie_ops.serving import procs
 from tests.conftest import free_port
 from tests.harness import embed_serve, tiny_bert
 from tests.harness.paths import CACHE

@@ -19,8 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops import config, gateway, sse
+from ernie_ops import config, sse
 from ernie_ops.chat.client import ChatError, GatewayClient, ReplyStats
+from ernie_ops.traffic import gateway
 from tests.harness import nginx, nonretrying
 from tests.harness.tiny_model import SERVED_NAME
 from tests.harness.wait import until
@@ -41,7 +42,7 @@ def stack(served_gateway):
 
 def _drain_reload(edge: nginx.Edge) -> list[str]:
     """`ernie-edge-reload` as ernie-edge.service's ExecReload runs it, for this edge's prefix."""
-    script = [sys.executable, str(PROJECT / "ernie_ops" / "edge_reload.py"), "--pid-file", str(edge.pid_file)]
+    script = [sys.executable, str(PROJECT / "ernie_ops" / "traffic" / "edge_reload.py"), "--pid-file", str(edge.pid_file)]
     return [*script, "--flag", str(edge.drain_flag), "--", *edge.args]
 
 

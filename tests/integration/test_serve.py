@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ernie_ops import procs
+from ernie_ops.serving import procs
 from tests.conftest import free_port, write_config
 from tests.harness import serve_proc, stream_client
 from tests.harness.tiny_model import SERVED_NAME

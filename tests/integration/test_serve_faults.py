@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.manifest import human_size
+from ernie_ops.serving.manifest import human_size
 from tests.conftest import free_port, write_config
 from tests.harness import serve_proc
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import apply, config
+from ernie_ops import config
 from ernie_ops.errors import UsageError
-from ernie_ops.gateway import GatewayError
+from ernie_ops.host import apply
+from ernie_ops.traffic.gateway import GatewayError
 
 
 def _cfg(tmp_path: Path, upstream: str | None, ports=(8000, 8001)) -> config.Config:
@@ -132,7 +133,7 @@ class FakeHost(apply.Host):
         }  # fmt: skip
 
     def _systemctl(self, verb: str, unit: str, timeout: float) -> None:
-        from ernie_ops.systemd import SystemdError
+        from ernie_ops.host.systemd import SystemdError
 
         self.calls.append(f"{verb} {unit}")
         if verb == self.fail_verb:
@@ -221,7 +222,7 @@ LAUNCHER_REASON = "engine exited with code 1 while loading; its last error: Vali
 
 def test_a_start_that_fails_ends_apply_with_the_launchers_reason_and_the_journal_command(tmp_path):
     """What the ernie_ops role shows (apply --json's `message`) when the routed instance does not start on a fresh host."""
-    from ernie_ops import systemd
+    from ernie_ops.host import systemd
 
     cfg = _cfg(tmp_path, None)
     host = FakeHost({}, {}, fail_verb="start", fail_with=systemd.StartFailed(ENGINE, LAUNCHER_REASON))
@@ -236,7 +237,8 @@ def test_a_start_that_fails_ends_apply_with_the_launchers_reason_and_the_journal
 def test_a_cutover_whose_new_instance_does_not_start_says_why_and_where_traffic_is(tmp_path):
     """apply -> the real cutover runbook -> its start step (hostops: systemd.start, here a fake host raising what
     systemd.run_verb raises): the message names the launcher's reason, the journal command and the serving instance."""
-    from ernie_ops import cutover, systemd
+    from ernie_ops.host import systemd
+    from ernie_ops.traffic import cutover
     from tests.unit import test_cutover_runbook as runbook
 
     class NoStart(runbook.FakeHost):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import accesslog, config, gateway, slo, window
+from ernie_ops import config
 from ernie_ops.errors import ConfigError
-from ernie_ops.window import Histogram
+from ernie_ops.traffic import accesslog, gateway
+from ernie_ops.traffic.canary import slo, window
+from ernie_ops.traffic.canary.window import Histogram
 
 SLO = config.SloConfig(max_error_rate=0.01, ttft_quantile=0.99, ttft_seconds=2.0, itl_seconds=0.5, max_ratio=1.5, ratio_floor_seconds=0.0)
 

@@ -121,7 +121,7 @@ def test_port_in_use_is_detected():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        assert not server.port_free("127.0.0.1", s.getsockname()[1])  # (ernie_ops.ports.port_free, used by the app)
+        assert not server.port_free("127.0.0.1", s.getsockname()[1])  # (ernie_ops.host.ports.port_free, used by the app)
 
 
 def test_cli_chat_exits_2_with_one_sentence(cfg, tmp_path, capsys, monkeypatch):

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import bench, config, cutover, gateway, hostops, metrics, state
+from ernie_ops import config
 from ernie_ops.errors import UsageError
+from ernie_ops.host import state
+from ernie_ops.observe import bench, metrics
+from ernie_ops.traffic import cutover, gateway, hostops
 
 METRICS = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

@@ -1,4 +1,4 @@
-"""The cutover runbook's decisions and undo, step by step, against a FAKE host (ernie_ops/hostops.py's
+"""The cutover runbook's decisions and undo, step by step, against a FAKE host (ernie_ops/traffic/hostops.py's
 interface): a failure at every step, what was done and undone, where traffic ends up, which units run,
 and what the (real) state file in tmp_path says. The fake exists to inject faults on demand (a refused
 reload, a unit that will not stop, a kill in the middle); the real host is covered by
@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import config, cutover, gateway, metrics, probe, state
+from ernie_ops import config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed
+from ernie_ops.host import state
+from ernie_ops.observe import metrics
+from ernie_ops.serving import probe
+from ernie_ops.traffic import cutover, gateway
 
 OLD, NEW = 8000, 8001
 MUTATIONS = {"start", "stop", "enable", "disable", "switch", "restore", "reload"}

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import sqlite_file
 from ernie_ops.docs import store
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope, StoreError
+from ernie_ops.files import sqlite_file
 
 
 def _chunks(*texts: str, page: int | None = None, heading: tuple[str, ...] = ()) -> list[Chunk]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from ernie_ops import edge_reload
+from ernie_ops.traffic import edge_reload
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = (ROOT / "systemd" / "ernie-edge.service").read_text()

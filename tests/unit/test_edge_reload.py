@@ -1,4 +1,4 @@
-"""The edge's draining reload (ernie_ops/edge_reload.py) step by step, with the machine replaced by a recorder:
+"""The edge's draining reload (ernie_ops/traffic/edge_reload.py) step by step, with the machine replaced by a recorder:
 which nginx commands run in which order, how long it drains, that the flag is always lowered, and each failure's
 sentence. The real nginx under load: tests/integration/test_edge.py."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import edge_reload
-from ernie_ops.edge_reload import Host, ReloadError
+from ernie_ops.traffic import edge_reload
+from ernie_ops.traffic.edge_reload import Host, ReloadError
 
 PROJECT = Path(__file__).resolve().parents[2]
 

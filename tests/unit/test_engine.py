@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
-from ernie_ops import config, engine
+from ernie_ops import config
 from ernie_ops.errors import UsageError
+from ernie_ops.serving import engine
 
 
 def cfg(text: str = "") -> config.Config:

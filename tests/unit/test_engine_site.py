@@ -1,4 +1,4 @@
-"""The engine's sitecustomize (ernie_ops/engine_site/), run for real in child interpreters, and what the
+"""The engine's sitecustomize (ernie_ops/serving/engine_site/), run for real in child interpreters, and what the
 launcher makes of its lines (enginelog.killed / cause / death_sentence)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ernie_ops import engine, enginelog
+from ernie_ops.serving import engine, enginelog
 from tests.conftest import write_config
 
 # A parent that starts children the ways vLLM may (spawn, fork), kills them with real signals and reaps them.

@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
-from ernie_ops import apply, config
+from ernie_ops import config
 from ernie_ops.chat.client import GatewayClient
 from ernie_ops.errors import UsageError
+from ernie_ops.host import apply
 
 
 def make_ca(tmp_path):

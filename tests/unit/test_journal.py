@@ -11,7 +11,8 @@ import io
 import os
 from pathlib import Path
 
-from ernie_ops import enginelog, systemd
+from ernie_ops.host import systemd
+from ernie_ops.serving import enginelog
 
 DATA = Path(__file__).parent / "data"
 TRUNCATED = (DATA / "vllm_truncated_weights.log").read_text().splitlines()

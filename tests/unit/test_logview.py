@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from ernie_ops import cli, config, logview
+from ernie_ops import cli, config
 from ernie_ops.errors import UsageError
+from ernie_ops.observe import logview
 
 T0 = 1_796_000_000.0  # 2026-12-02
 

@@ -1,4 +1,4 @@
-"""ernie_ops.manifest against real files: a safetensors file written by the safetensors library and a
+"""ernie_ops.serving.manifest against real files: a safetensors file written by the safetensors library and a
 SHA256SUMS written by the same shell pipeline as ansible/roles/ernie_model/tasks/verify.yml."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ernie_ops import manifest
+from ernie_ops.serving import manifest
 
 ROLE_PIPELINE = "set -o pipefail; find . -type f ! -name SHA256SUMS -printf '%P\\0' | sort -z | xargs -0 -r sha256sum > SHA256SUMS"
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from ernie_ops import config, marks, state
+from ernie_ops import config
+from ernie_ops.host import state
+from ernie_ops.observe import marks
 
 
 def cfg(tmp_path: Path, textfile: str | None) -> config.Config:

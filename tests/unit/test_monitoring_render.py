@@ -7,7 +7,8 @@ import json
 
 import yaml
 
-from ernie_ops import cli, config, monitoring
+from ernie_ops import cli, config
+from ernie_ops.observe import monitoring
 
 
 def cfg(**over) -> config.Config:

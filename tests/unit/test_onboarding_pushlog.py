@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import sqlite_file
+from ernie_ops.files import sqlite_file
 from ernie_ops.onboarding import pushlog
 from ernie_ops.onboarding.pushlog import NewItem, PushLog, PushLogError
 

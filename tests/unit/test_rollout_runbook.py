@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import config, cutover, rollout, rollout_file, state
-from ernie_ops.accesslog import Outcomes
+from ernie_ops import config
 from ernie_ops.errors import UsageError
-from ernie_ops.watch import Tick
-from ernie_ops.window import Histogram, Scrape
+from ernie_ops.host import state
+from ernie_ops.traffic import cutover
+from ernie_ops.traffic.accesslog import Outcomes
+from ernie_ops.traffic.canary import rollout, rollout_file
+from ernie_ops.traffic.canary.watch import Tick
+from ernie_ops.traffic.canary.window import Histogram, Scrape
 from tests.unit.test_cutover_runbook import NEW, OLD, FakeHost
 
 BOUNDS = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, float("inf"))

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import cli, cutover, state
+from ernie_ops import cli
+from ernie_ops.host import state
+from ernie_ops.traffic import cutover
 from tests.conftest import free_port, write_config
 
 NOBODY = 65534

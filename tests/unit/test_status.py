@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from ernie_ops import config, ports, status, status_view, systemd
+from ernie_ops import config
+from ernie_ops.host import ports, systemd
+from ernie_ops.observe import status, status_view
 from tests.conftest import free_port, write_config
 
 
@@ -131,9 +133,9 @@ def test_foreign_holder_is_none_while_the_unit_may_hold_the_port(foreign):
     assert ports.foreign_holder(foreign, "inactive").pid == os.getpid()
 
 
-# -- a canary or bake window in progress (ernie_ops/rollout_file.py) ------------------------------------
+# -- a canary or bake window in progress (ernie_ops/traffic/canary/rollout_file.py) ------------------------------------
 def _split_cfg(tmp_path: Path) -> config.Config:
-    from ernie_ops import gateway
+    from ernie_ops.traffic import gateway
 
     cfg = make_cfg(tmp_path, free_port())
     Path(cfg.gateway.upstream_file).write_text(gateway.render_split(8000, 8001, 25))
@@ -150,7 +152,8 @@ def test_a_rollout_whose_watcher_is_gone_says_so_and_what_to_run(tmp_path):
     import subprocess
     import sys
 
-    from ernie_ops import rollout_file, status_view
+    from ernie_ops.observe import status_view
+    from ernie_ops.traffic.canary import rollout_file
 
     cfg = _split_cfg(tmp_path)
     state_dir = Path(cfg.paths.state_dir)
@@ -186,7 +189,8 @@ def test_a_corrupt_rollout_file_is_said_and_left_for_the_next_cutover_to_keep_as
     st = status.collect(cfg, unit_state=unit("inactive"))
     assert any("was not a rollout record" in w and "the next cutover keeps it aside" in w for w in st.warnings), st.warnings
     assert (state_dir / "rollout.json").read_text() == "{not json"  # status only reads
-    from ernie_ops import cutover, rollout_file
+    from ernie_ops.traffic import cutover
+    from ernie_ops.traffic.canary import rollout_file
 
     with pytest.raises(rollout_file.RolloutFileError, match=r"kept it as .*rollout\.json\.corrupt-"):
         cutover.Cutover(cfg, cfg.instances[0].port).run()

@@ -7,8 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-from ernie_ops import status_view
-from ernie_ops.status import InstanceStatus, Status
+from ernie_ops.observe import status_view
+from ernie_ops.observe.status import InstanceStatus, Status
 
 
 def widest() -> Status:

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ernie_ops import systemd
+from ernie_ops.host import systemd
 
 JOB_FAILED = (
     "Job for ernie-vllm@8000.service failed because the control process exited with error code.\n"

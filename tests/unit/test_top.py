@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ernie_ops import config, top, top_view
+from ernie_ops import config
+from ernie_ops.observe import top, top_view
 from tests.unit.test_canary_gate import METRICS
 
 GAUGES = """# TYPE vllm:num_requests_running gauge

@@ -1,11 +1,11 @@
-"""ernie_ops/yamlfile.py: the one YAML reader; a repeated key is refused at any depth, with both lines."""
+"""ernie_ops/files/yamlfile.py: the one YAML reader; a repeated key is refused at any depth, with both lines."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from ernie_ops import yamlfile
+from ernie_ops.files import yamlfile
 
 
 def test_load_gives_data_and_key_lines():

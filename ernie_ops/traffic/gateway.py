@@ -16,10 +16,10 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ernie_ops import systemd
 from ernie_ops.config import GatewayConfig
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.systemd import SystemdError
+from ernie_ops.host import systemd
+from ernie_ops.host.systemd import SystemdError
 
 SERVER_LINE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b([^;#]*);", re.M)
 UPSTREAM_HEADER = "x-ernie-upstream"  # set by nginx/ernie-ops.conf on every response: which instance answered

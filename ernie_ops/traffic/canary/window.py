@@ -51,7 +51,7 @@ class Histogram:
 
     def quantile(self, q: float) -> float | None:
         """Prometheus' histogram_quantile: linear inside the bucket; None without requests."""
-        from ernie_ops.metrics import histogram_quantile
+        from ernie_ops.observe.metrics import histogram_quantile
 
         return histogram_quantile(q, list(self.buckets))
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ernie_ops.aside import keep_aside
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files.aside import keep_aside
 
 HISTORY_LIMIT = 100
 STATE_FILE = "state.json"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ernie_ops.aside import keep_aside
+from ernie_ops.files.aside import keep_aside
 
 
 @contextlib.contextmanager

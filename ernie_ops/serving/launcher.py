@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 import sdnotify
 
-from ernie_ops import engine, enginelog, manifest, probe, procs
 from ernie_ops.config import Config
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ProbeFailed
+from ernie_ops.serving import engine, enginelog, manifest, probe, procs
 
 log = logging.getLogger("ernie_ops.serve")
 

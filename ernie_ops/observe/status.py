@@ -9,10 +9,14 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops import gateway, metrics, ports, probe, rollout_file, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
+from ernie_ops.host import ports, state, systemd
+from ernie_ops.observe import metrics
+from ernie_ops.serving import probe
+from ernie_ops.traffic import gateway
+from ernie_ops.traffic.canary import rollout_file
+from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
 
 
 @dataclass

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ernie_ops.status import InstanceStatus, Status
+from ernie_ops.observe.status import InstanceStatus, Status
 
 COLUMNS = ("port", "unit", "health", "nginx", "run/wait", "KV", "TTFT p50/p99")
 

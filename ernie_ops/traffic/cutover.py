@@ -17,7 +17,7 @@ rolled back. Re-running after a crash converges: if PORT is already routed, left
 drained and stopped, and the state file gets the record the crashed run did not write (previous =
 the instance the state file still names as active).
 
-Everything done to the host goes through `host` (ernie_ops/hostops.py: `RealHost` unless one is
+Everything done to the host goes through `host` (ernie_ops/traffic/hostops.py: `RealHost` unless one is
 given), so the undo logic is unit-tested against a fake host (tests/unit/test_cutover_runbook.py).
 On a failure the result says where traffic is (`traffic`: the port that answered through the
 gateway, `where`: the sentence the CLI prints), from one request through the gateway.
@@ -30,10 +30,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ernie_ops import marks, rollout, rollout_file, state, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
-from ernie_ops.hostops import HostOps, RealHost
+from ernie_ops.host import state, systemd
+from ernie_ops.observe import marks
+from ernie_ops.traffic.canary import rollout, rollout_file
+from ernie_ops.traffic.hostops import HostOps, RealHost
 
 
 class CutoverFailed(ErnieOpsError):

@@ -36,14 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ernie_ops import rollout_file, slo
 from ernie_ops.config import steps_problem
 from ernie_ops.errors import UsageError
-from ernie_ops.rollout_file import Rollout
-from ernie_ops.watch import Meter, RealMeter, Windows
+from ernie_ops.traffic.canary import rollout_file, slo
+from ernie_ops.traffic.canary.rollout_file import Rollout
+from ernie_ops.traffic.canary.watch import Meter, RealMeter, Windows
 
 if TYPE_CHECKING:
-    from ernie_ops.cutover import Cutover, CutoverResult
+    from ernie_ops.traffic.cutover import Cutover, CutoverResult
 
 PROMOTED, ROLLED_BACK = "promoted", "rolled-back"
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -140,7 +140,7 @@ class Watch:
         self.r.decisions.append(entry)
         self._save()
         journal(f"cutover {self.r.source} -> {self.r.target}: {what}: {text}")
-        from ernie_ops.cutover import Step
+        from ernie_ops.traffic.cutover import Step
 
         step = Step(what, verdict is None or verdict.result != slo.FAIL, seconds, text)
         self.cut.result.steps.append(step)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
-from ernie_ops import state
 from ernie_ops.config import Config
-from ernie_ops.gateway import Gateway, GatewayError
+from ernie_ops.host import state
+from ernie_ops.traffic.gateway import Gateway, GatewayError
 
 
 def _epoch(at: object) -> float | None:

@@ -19,8 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ernie_ops.aside import keep_aside
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files.aside import keep_aside
 
 FILE = "rollout.json"
 REQUEST = "rollout.request"

@@ -13,10 +13,12 @@ from typing import Protocol
 
 import httpx
 
-from ernie_ops import engine, metrics, probe, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.gateway import UPSTREAM_HEADER, Gateway
+from ernie_ops.host import systemd
+from ernie_ops.observe import metrics
+from ernie_ops.serving import engine, probe
+from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
 
 GPU_BUDGET = 0.95  # two instances on one GPU must leave this much headroom for CUDA contexts
 
@@ -156,7 +158,7 @@ class RealHost:
         return self.gw.master_problem()
 
     def port_problem(self, port: int) -> str | None:
-        from ernie_ops import ports
+        from ernie_ops.host import ports
 
         try:
             unit = self.unit_state(port)

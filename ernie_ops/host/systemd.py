@@ -7,8 +7,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ernie_ops import enginelog
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.serving import enginelog
 
 UNIT_TEMPLATE = "ernie-vllm@{port}.service"
 ATTEMPT_MARKER = "launcher started"  # the launcher's first line of each run: `[serve PORT] launcher started (pid N)`

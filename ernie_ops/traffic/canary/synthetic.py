@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from ernie_ops import probe
-from ernie_ops.accesslog import Outcomes
 from ernie_ops.config import Config
+from ernie_ops.serving import probe
+from ernie_ops.traffic.accesslog import Outcomes
 
 MAX_IN_FLIGHT = 4
 

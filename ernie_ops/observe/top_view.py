@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ernie_ops.top import Frame
+from ernie_ops.observe.top import Frame
 
 COLUMNS = ("port", "nginx", "req/s", "run/wait", "KV", "TTFT p50/p99", "ITL p50", "errors")
 

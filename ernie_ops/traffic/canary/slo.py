@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from ernie_ops.config import SloConfig
-from ernie_ops.window import Histogram
+from ernie_ops.traffic.canary.window import Histogram
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 EXACT_UP_TO = 1000

@@ -19,11 +19,14 @@ from typing import Protocol
 
 import httpx
 
-from ernie_ops import accesslog, metrics, probe, window
-from ernie_ops.accesslog import Outcomes
 from ernie_ops.config import Config
-from ernie_ops.slo import Side
-from ernie_ops.synthetic import SyntheticLoad
+from ernie_ops.observe import metrics
+from ernie_ops.serving import probe
+from ernie_ops.traffic import accesslog
+from ernie_ops.traffic.accesslog import Outcomes
+from ernie_ops.traffic.canary import window
+from ernie_ops.traffic.canary.slo import Side
+from ernie_ops.traffic.canary.synthetic import SyntheticLoad
 
 
 @dataclass

@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from queue import Empty, Queue
 
-from ernie_ops import accesslog, rollout
 from ernie_ops.config import Config
 from ernie_ops.errors import UsageError
+from ernie_ops.traffic import accesslog
+from ernie_ops.traffic.canary import rollout
 
 CHAT_UNIT = "ernie-chainlit.service"
 DECISIONS_IDENT = "ernie-ops"  # rollout.journal's syslog identifier

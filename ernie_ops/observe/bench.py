@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 import httpx
 
 from ernie_ops import sse
-from ernie_ops.gateway import UPSTREAM_HEADER
+from ernie_ops.traffic.gateway import UPSTREAM_HEADER
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ernie_ops import config as config_mod
-from ernie_ops import marks, systemd
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
-from ernie_ops.gateway import Gateway, GatewayError, render_upstream
+from ernie_ops.host import systemd
+from ernie_ops.observe import marks
+from ernie_ops.traffic.gateway import Gateway, GatewayError, render_upstream
 
 CHAT_UNIT = "ernie-chainlit.service"
 MODES = ("cutover", "restart", "none")
@@ -164,7 +165,8 @@ class Host:
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         if self.cutover is not None:
             return self.cutover(cfg, target, start_timeout)
-        from ernie_ops import cutover, rollout
+        from ernie_ops.traffic import cutover
+        from ernie_ops.traffic.canary import rollout
 
         co = cfg.cutover  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
         plan = rollout.Plan(list(co.canary_steps), co.bake_seconds, co.sticky)

@@ -1,0 +1,2 @@
+"""Files the tools keep on disk, written so that a crash or a bad byte never loses what was there: YAML
+documents (`yamlfile`), SQLite databases (`sqlite_file`), and a damaged file kept aside (`aside`)."""
