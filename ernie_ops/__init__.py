@@ -9,7 +9,7 @@ Module map (one concern per package; each package's docstring says what lives th
 - `chat/`      the Chainlit app and its conversation logic; `docs/` document Q&A; `copy/` marketing
   copy; `onboarding/` the onboarding helper; `hr/` HR records (SCIM, exports)
 - `config.py` the one YAML config's schema; `errors.py` the error hierarchy and exit codes;
-  `cli.py` the `ernie-ops` command; `text_numbers.py` numbers and months read from Chinese/English text
+  `cli/` the `ernie-ops` command (a module per command group); `text_numbers.py` numbers and months read from Chinese/English text
 """
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""`ernie-ops hr check FILE`: is an HR export file fit to replace the one the onboarding helper reads?
+"""What `ernie-ops hr check FILE` checks (cli/hr.py prints it): is an HR export file fit to replace the one the onboarding helper reads?
 
 It reads FILE with the export connector's own parsing (`export_file.numbered_rows`) and checks every
 record the way a lookup would (`model.checked`: a department, a start date in a known format), plus
@@ -8,21 +8,22 @@ export without a single employee. A start date in the past is fine here: an expo
 Those whose onboarding window has passed (start + chat.onboarding.active_days before today: the helper
 tells them onboarding is over) are listed under an info heading, as information, never as a problem.
 
-Prints the number of employees and that info (exit 0), or one sentence per bad record (exit 2). Ansible's copy runs
+The CLI prints the number of employees and that info (exit 0), or one sentence per bad record (exit 2). Ansible's copy runs
 it as `validate:` on the new file before it replaces the installed one, so a broken export never
 replaces a working one; `--format` and `--name` say what the temporary copy really is.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from ernie_ops.errors import EXIT_OK, EXIT_USAGE, UsageError
+from ernie_ops import config
+from ernie_ops.errors import ConfigError, UsageError
+from ernie_ops.hr.export_file import numbered_rows
+from ernie_ops.hr.model import HRError, checked
+from ernie_ops.onboarding.window import window
 
 FORMATS = ("csv", "yaml")
 
@@ -56,10 +57,6 @@ def check(
     """Every problem of the export at `path`, named after `name` (default: the path), and with `active_days`
     the good records whose onboarding window has passed on `today` (default: the real date). Raises UsageError
     when the file as a whole cannot be read (absent, not UTF-8, not YAML, a CSV header without the keys)."""
-    from ernie_ops.hr.export_file import numbered_rows
-    from ernie_ops.hr.model import HRError, checked
-    from ernie_ops.onboarding.window import window
-
     shown = name or str(path)
     fmt = fmt or file_format(shown)
     try:
@@ -103,29 +100,9 @@ def check(
     return report
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """`ernie-ops hr check` under the CLI's subcommands."""
-    hr = sub.add_parser("hr", help="the onboarding helper's HR source")
-    hsub = hr.add_subparsers(dest="hr_command", required=True, parser_class=type(hr))
-    hc = hsub.add_parser("check", help="check an HR export file (CSV/YAML): the number of employees, or every bad record")
-    hc.add_argument("file", metavar="FILE")
-    hc.add_argument("--format", choices=FORMATS, help="csv or yaml (default: by the suffix of --name, else of FILE)")
-    hc.add_argument("--name", help="the name the messages give FILE (e.g. the export it is a copy of)")
-    hc.add_argument(
-        "--active-days", type=int, metavar="N",
-        help="days after the start date the helper serves (default: chat.onboarding.active_days of the config, "
-        "or its built-in default when no config can be read); records past it are listed as info",
-    )  # fmt: skip
-    hc.add_argument("--json", action="store_true", help="machine-readable report")
-    hc.set_defaults(func=cmd_check)
-
-
 def active_days(explicit: int | None, config_path: str | None) -> int:
     """--active-days, else the config's chat.onboarding.active_days, else the built-in default: the check runs
     where the export is installed, usually beside the config, but a copy checked elsewhere needs no config."""
-    from ernie_ops import config
-    from ernie_ops.errors import ConfigError
-
     if explicit is not None:
         if explicit < 0:
             raise UsageError(f"--active-days {explicit}: must be 0 or more (days after the start date)")
@@ -134,23 +111,3 @@ def active_days(explicit: int | None, config_path: str | None) -> int:
         return config.load(config_path).chat.onboarding.active_days
     except ConfigError:
         return config.OnboardingConfig().active_days
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    report = check(args.file, args.format, args.name, active_days=active_days(args.active_days, getattr(args, "config", None)))
-    if args.json:
-        print(json.dumps({**asdict(report), "ok": report.ok}, indent=2, ensure_ascii=False))
-        return EXIT_OK if report.ok else EXIT_USAGE
-    if report.ok:
-        print(f"{report.file}: {report.employees} employee{'s' if report.employees != 1 else ''} ({report.format})")
-    if report.outside_window:
-        over = len(report.outside_window)
-        print(f"info: {over} employee{'s' if over != 1 else ''} past the onboarding window (start + {report.active_days} days):")
-        for line in report.outside_window:
-            print(f"info:   {line}")
-    if not report.ok:
-        for problem in report.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        bad = len(report.problems)
-        print(f"{report.file}: {bad} problem{'s' if bad != 1 else ''}; fix the export and check it again", file=sys.stderr)
-    return EXIT_OK if report.ok else EXIT_USAGE

@@ -10,6 +10,7 @@ Parsing and merging are pure; reading (journalctl, the file) is injected, so the
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import re
@@ -23,7 +24,7 @@ from pathlib import Path
 from queue import Empty, Queue
 
 from ernie_ops.config import Config
-from ernie_ops.errors import UsageError
+from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.traffic import accesslog
 from ernie_ops.traffic.canary import rollout
 
@@ -33,6 +34,7 @@ UNIT_PORT = re.compile(r"^ernie-vllm@(\d+)\.service$")
 PHASE = re.compile(r"\[serve \d+\]")  # the launcher's own lines, not vLLM's
 NAMED = ("chat", "gateway", "ernie-ops")
 TAIL_BYTES = 4 << 20  # the access log's last 4 MiB hold far more than -n lines
+NO_JOURNALCTL = "journalctl not found: the instances and the chat app log to the systemd journal"
 
 
 @dataclass(frozen=True, order=True)
@@ -187,6 +189,18 @@ def merged(streams: Iterable[Iterable[Entry]], *, since: float | None, lines: in
     return out[-lines:] if lines is not None else out
 
 
+def journal_lines(argv: list[str], warn: Callable[[str], None]) -> list[str]:
+    """journalctl's output lines for one `journal_argv` invocation; a failure without output is told to `warn`
+    (e.g. no permission to read the journal), an absent journalctl is an ErnieOpsError."""
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise ErnieOpsError(NO_JOURNALCTL) from None
+    if r.returncode != 0 and not r.stdout:
+        warn(f"journalctl: {r.stderr.strip() or f'exit {r.returncode}'}")
+    return r.stdout.splitlines()
+
+
 def read(
     cfg: Config,
     sel: Selection,
@@ -194,10 +208,12 @@ def read(
     lines: int | None,
     since: float | None,
     phases: bool,
-    run_journal: Callable[[list[str]], list[str]],
     warn: Callable[[str], None],
+    run_journal: Callable[[list[str]], list[str]] | None = None,
 ) -> list[Entry]:
-    """The selection's entries once (no --follow). `run_journal(argv)` returns journalctl's output lines."""
+    """The selection's entries once (no --follow). `run_journal(argv)` returns journalctl's output lines
+    (default: `journal_lines`, journalctl itself, its failures told to `warn`)."""
+    run_journal = run_journal or functools.partial(journal_lines, warn=warn)
     streams: list[list[Entry]] = []
     for argv in journal_argv(sel, lines=lines, since=since, follow=False, phases=phases):
         streams.append([e for e in map(journal_entry, run_journal(argv)) if e is not None])
@@ -238,7 +254,10 @@ def follow(
     spawn = spawn or (lambda argv: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
     stop = stop or threading.Event()
     queue: Queue[Entry] = Queue()
-    procs = [spawn(argv) for argv in journal_argv(sel, lines=0, since=None, follow=True, phases=phases)]
+    try:
+        procs = [spawn(argv) for argv in journal_argv(sel, lines=0, since=None, follow=True, phases=phases)]
+    except FileNotFoundError:
+        raise ErnieOpsError(NO_JOURNALCTL) from None
 
     def pump(proc: subprocess.Popen) -> None:
         for line in proc.stdout:

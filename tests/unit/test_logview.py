@@ -4,11 +4,13 @@ access log merged in time order, filtered by --since and --phases, as text or JS
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from ernie_ops import cli, config
-from ernie_ops.errors import UsageError
+from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.observe import logview
 
 T0 = 1_796_000_000.0  # 2026-12-02
@@ -176,3 +178,24 @@ def test_follow_prints_new_journal_and_gateway_lines_and_stops_its_children(cfg,
     assert all("-f" in p.argv and p.argv[p.argv.index("-n") + 1] == "0" for p in spawned)
     assert all(p.terminated for p in spawned)
     assert [e.at for e in got if e.source == "gateway"] == [T0 + 9]  # only what was written after the start
+
+
+def test_journal_lines_reads_a_command_s_output_and_warns_when_it_fails_without_any():
+    warned: list[str] = []
+    ok = [sys.executable, "-c", "print('a'); print('b')"]
+    assert logview.journal_lines(ok, warned.append) == ["a", "b"] and warned == []
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('No journal files were found.\\n'); sys.exit(1)"]
+    assert logview.journal_lines(failing, warned.append) == []
+    assert warned == ["journalctl: No journal files were found."]
+
+
+def test_an_absent_journalctl_is_a_sentence_when_reading_and_following(cfg, tmp_path):
+    absent = str(tmp_path / "no-such-journalctl")
+    with pytest.raises(ErnieOpsError, match="journalctl not found"):
+        logview.journal_lines([absent], lambda text: None)
+
+    def spawn(argv):  # the real Popen of a program that is not there
+        return subprocess.Popen([absent, *argv[1:]], stdout=subprocess.PIPE, text=True)
+
+    with pytest.raises(ErnieOpsError, match="journalctl not found"):
+        logview.follow(cfg, logview.select(cfg, ["8000"]), phases=False, emit=lambda e: None, spawn=spawn)
