@@ -9,6 +9,7 @@ from ernie_ops import config
 from ernie_ops.cli.args import Subcommands, port
 from ernie_ops.cli.console import err_console, out_console, print_json
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, UsageError
+from ernie_ops.traffic.runbook import Outcome
 
 
 def register(sub: Subcommands) -> None:
@@ -42,7 +43,9 @@ def _print_step(step) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ernie_ops.traffic import cutover  # lazy: +60 ms start-up (-X importtime); only cutover/rollback need it
+    # lazy: the runbook and its canary add ~60 ms (httpx, prometheus_client) to every other command's start-up
+    from ernie_ops.traffic import cutover
+    from ernie_ops.traffic.canary import rollout
 
     cfg = config.load(args.config)
     timeouts = cutover.Timeouts(start=args.start_timeout, verify=args.verify_timeout, drain=args.drain_timeout)
@@ -56,11 +59,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.port is None:
             raise UsageError("name the instance to route to: ernie-ops cutover PORT (or --promote / --abort)")
-        plan = _plan(cfg, args)
+        plan = rollout.Plan.chosen(cfg.cutover, args.canary, args.bake, args.sticky)
         job = cutover.Cutover(cfg, args.port, source=args.source, timeouts=timeouts, dry_run=args.dry_run, on_step=on_step, plan=plan)
         if plan.watched:
-            from ernie_ops.traffic.canary import rollout  # lazy: see _plan
-
             rollout.abort_on_signals(Path(cfg.paths.state_dir))  # Ctrl-C during the watch = --abort
             if not args.json:
                 err_console.print(f"plan: {plan.describe()} (Ctrl-C rolls back)")
@@ -72,22 +73,13 @@ def run(args: argparse.Namespace) -> int:
             err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
         if result.ok:
             messages = {
-                "promoted": f"traffic on {result.target}, {result.source} retired after the watch",
-                "already-active": f"{result.target} is already the routed instance and serves; nothing changed",
-                "converged": f"{result.target} was already routed; finished the interrupted cutover",
-                "dry-run": "dry run: preflight passed, nothing changed",
+                Outcome.PROMOTED: f"traffic on {result.target}, {result.source} retired after the watch",
+                Outcome.ALREADY_ACTIVE: f"{result.target} is already the routed instance and serves; nothing changed",
+                Outcome.CONVERGED: f"{result.target} was already routed; finished the interrupted cutover",
+                Outcome.DRY_RUN: "dry run: preflight passed, nothing changed",
             }
             out_console.print(f"[green]{args.command} {result.outcome}[/]: {messages.get(result.outcome, f'traffic on {result.target}')}")
         else:
             where = f"; {result.where}" if result.where else ""  # the runbook's own words, from what the gateway answered
             err_console.print(f"[red]{args.command} {result.outcome}[/]: {result.error}{where}", soft_wrap=True)
     return EXIT_OK if result.ok else EXIT_FAILED
-
-
-def _plan(cfg: config.Config, args: argparse.Namespace):
-    from ernie_ops.traffic.canary import rollout  # lazy: +48 ms start-up (-X importtime); only cutover needs it
-
-    co = cfg.cutover
-    steps = rollout.parse_steps(args.canary) if args.canary is not None else list(co.canary_steps)
-    bake = rollout.parse_duration(args.bake) if args.bake is not None else co.bake_seconds
-    return rollout.Plan(steps, bake, args.sticky or co.sticky)

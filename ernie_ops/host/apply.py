@@ -36,6 +36,8 @@ from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.host import systemd
 from ernie_ops.observe import marks
+from ernie_ops.traffic import cutover as cutover_mod
+from ernie_ops.traffic.canary import rollout
 from ernie_ops.traffic.gateway import Gateway, GatewayError, render_upstream
 
 CHAT_UNIT = "ernie-chainlit.service"
@@ -165,12 +167,8 @@ class Host:
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         if self.cutover is not None:
             return self.cutover(cfg, target, start_timeout)
-        from ernie_ops.traffic import cutover
-        from ernie_ops.traffic.canary import rollout
-
-        co = cfg.cutover  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
-        plan = rollout.Plan(list(co.canary_steps), co.bake_seconds, co.sticky)
-        return cutover.Cutover(cfg, target, timeouts=cutover.Timeouts(start=start_timeout), plan=plan).run().as_dict()
+        plan = rollout.Plan.chosen(cfg.cutover)  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
+        return cutover_mod.Cutover(cfg, target, timeouts=cutover_mod.Timeouts(start=start_timeout), plan=plan).run().as_dict()
 
 
 @dataclass

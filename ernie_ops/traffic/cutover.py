@@ -21,13 +21,17 @@ Everything done to the host goes through `host` (ernie_ops/traffic/hostops.py: `
 given), so the undo logic is unit-tested against a fake host (tests/unit/test_cutover_runbook.py).
 On a failure the result says where traffic is (`traffic`: the port that answered through the
 gateway, `where`: the sentence the CLI prints), from one request through the gateway.
+
+A watched cutover (`--canary`, `--bake`) hands over after the gate to `canary.rollout.Watch`, which drives
+this runbook through its public verbs (`runbook.Runbook`); `Step`, `CutoverResult` and `Outcome` live in
+`runbook`, which both import.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ernie_ops.config import Config
@@ -36,18 +40,11 @@ from ernie_ops.host import state, systemd
 from ernie_ops.observe import marks
 from ernie_ops.traffic.canary import rollout, rollout_file
 from ernie_ops.traffic.hostops import HostOps, RealHost
+from ernie_ops.traffic.runbook import CutoverResult, Outcome, Step
 
 
 class CutoverFailed(ErnieOpsError):
     """A step failed; the result says what was undone."""
-
-
-@dataclass
-class Step:
-    name: str
-    ok: bool
-    seconds: float
-    detail: str = ""
 
 
 @dataclass
@@ -58,26 +55,10 @@ class Timeouts:
     stop: float = 120.0
 
 
-@dataclass
-class CutoverResult:
-    target: int
-    source: int | None
-    outcome: str = "pending"  # switched | already-active | converged | rolled-back | aborted | dry-run
-    ok: bool = False
-    steps: list[Step] = field(default_factory=list)
-    error: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    traffic: int | None = None  # the instance that answered through the gateway at the end (None: none did)
-    where: str = ""  # where traffic is, in words, on a failure (what the CLI prints after the error)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def seconds(self, name: str) -> float:
-        return sum(s.seconds for s in self.steps if s.name == name)
-
-
 class Cutover:
+    """The runbook (module docstring). Its public verbs (`runbook.Runbook`) are what the canary watch drives it by:
+    step, report, warn, split, switch, route_to, retire, follow_at_boot, serving_port, where, record."""
+
     def __init__(
         self,
         cfg: Config,
@@ -108,18 +89,24 @@ class Cutover:
         self.meter_factory = meter_factory
 
     # -- step bookkeeping ------------------------------------------------------------------
-    def _step(self, name: str, fn: Callable[[], str]) -> None:
+    def step(self, name: str, fn: Callable[[], str]) -> None:
+        """Run one named step, recorded in the result and shown as it ends; its exception propagates."""
         t0 = time.monotonic()
         try:
             detail = fn() or ""
         except Exception as exc:
-            step = Step(name, False, time.monotonic() - t0, str(exc))
-            self.result.steps.append(step)
-            self.on_step(step)
+            self.report(Step(name, False, time.monotonic() - t0, str(exc)))
             raise
-        step = Step(name, True, time.monotonic() - t0, detail)
+        self.report(Step(name, True, time.monotonic() - t0, detail))
+
+    def report(self, step: Step) -> None:
+        """Record and show a step taken outside `step` (a decision of the canary watch)."""
         self.result.steps.append(step)
         self.on_step(step)
+
+    def warn(self, text: str) -> None:
+        """A warning in the result: something went wrong that does not fail the run."""
+        self.result.warnings.append(text)
 
     # -- runbook ---------------------------------------------------------------------------
     def run(self) -> CutoverResult:
@@ -143,50 +130,49 @@ class Cutover:
         r.source = source
         if active == self.target:
             if self.dry_run:
-                r.outcome, r.ok = "dry-run", True
+                r.outcome, r.ok = Outcome.DRY_RUN, True
                 return r
             return self._converge()
         if source is not None and source == self.target:
             raise UsageError(f"source and target are both {self.target}")
 
         try:
-            self._step("preflight", lambda: self._preflight(source))
+            self.step("preflight", lambda: self._preflight(source))
         except UsageError:
             raise
         except Exception as exc:
-            return self._fail("aborted", exc)
+            return self._fail(Outcome.ABORTED, exc)
         if self.dry_run:
-            r.outcome, r.ok = "dry-run", True
+            r.outcome, r.ok = Outcome.DRY_RUN, True
             return r
         try:
             self._start_or_adopt()
-            self._step("gate", self._gate)
+            self.step("gate", self._gate)
         except Exception as exc:
             self._undo_step("undo: stop new", lambda: self._stop(self.target))
-            return self._fail("aborted", exc)
+            return self._fail(Outcome.ABORTED, exc)
 
         if self.plan.watched and source is not None:
             rollout_file.take_request(self.state_dir)  # a request left from an earlier rollout is not for this one
-            record = rollout.start_record(self, source, self.plan)
+            record = rollout.start_record(self.target, source, self.plan)
             return rollout.Watch(self, record, self.meter_factory).run()
         if self.plan.watched:
-            r.warnings.append(f"nothing was routed before: no {self.plan.describe()} (no old instance to compare with or go back to)")
+            self.warn(f"nothing was routed before: no {self.plan.describe()} (no old instance to compare with or go back to)")
 
         previous_upstream = self.host.read_upstream()
         try:
-            self._step("switch", self._switch)
-            self._step("verify", self._verify)
+            self.switch()
         except Exception as exc:
             # switch() already put the old file back if nginx refused it; restoring again is harmless
             self._undo_step("undo: restore upstream", lambda: self._restore(previous_upstream))
             self._undo_step("undo: stop new", lambda: self._stop(self.target))
-            return self._fail("rolled-back", exc)
+            return self._fail(Outcome.ROLLED_BACK, exc)
 
-        r.outcome, r.ok, r.traffic = "switched", True, self.target
-        self._follow_at_boot(source)
+        r.outcome, r.ok, r.traffic = Outcome.SWITCHED, True, self.target
+        self.follow_at_boot(source)
         if source is not None:
-            self._retire(source)
-        self._record()
+            self.retire(source)
+        self.record()
         return r
 
     def _take_over(self, pending: rollout_file.Rollout) -> CutoverResult:
@@ -197,15 +183,15 @@ class Cutover:
         alive = f"pid {pending.pid}" + ("" if pending.watcher_alive() else " (gone)")
         if pending.phase == "rollback":  # an ending under way is finished whatever was asked
             watch.decide("take over", f"{pending.describe()}, left by {alive}: finishing the rollback")
-            return watch._roll_back(pending.ending or "rollback under way")
+            return watch.roll_back(pending.ending or "rollback under way")
         if pending.phase == "promote":
             watch.decide("take over", f"{pending.describe()}, left by {alive}: finishing the promotion")
-            return watch._end_early("promote")
+            return watch.promote()
         if self.action == "abort":
-            return watch._roll_back(f"aborted by `ernie-ops {self.kind} --abort` ({pending.describe()}, left by {alive})")
+            return watch.roll_back(f"aborted by `ernie-ops {self.kind} --abort` ({pending.describe()}, left by {alive})")
         if self.action == "promote":
             watch.decide("take over", f"{pending.describe()}, left by {alive}: promoting as asked")
-            return watch._end_early("promote")
+            return watch.promote()
         if self.target != pending.target:
             raise UsageError(
                 f"a rollout to {pending.target} is in progress ({pending.describe()}); resume it with "
@@ -214,15 +200,16 @@ class Cutover:
         watch.decide("take over", f"{pending.describe()}, left by {alive}: resuming")
         return watch.run()
 
-    def _fail(self, outcome: str, exc: Exception) -> CutoverResult:
+    def _fail(self, outcome: Outcome, exc: Exception) -> CutoverResult:
         r = self.result
         r.outcome, r.ok, r.error = outcome, False, str(exc)
-        r.traffic = self._serving_port()
-        r.where = self._where()
-        self._record()
+        r.traffic = self.serving_port()
+        r.where = self.where()
+        self.record()
         return r
 
-    def _serving_port(self) -> int | None:
+    # -- where traffic is ------------------------------------------------------------------
+    def serving_port(self) -> int | None:
         """The instance that answers /health through the gateway now (one request); None if none does."""
         answer = self.host.gateway_health()
         if answer is None or answer[0] != 200:
@@ -230,12 +217,12 @@ class Cutover:
         port = answer[1].rpartition(":")[2]
         return int(port) if port.isdigit() else None
 
-    def _where(self) -> str:
+    def where(self) -> str:
         """Where traffic is after a failure, said only as far as the gateway showed it."""
         r, source = self.result, self.result.source
         if r.traffic is None:
             return f"no instance serves through the gateway ({self.cfg.gateway.url}); check `ernie-ops status`"
-        if r.traffic == source and r.outcome == "aborted":
+        if r.traffic == source and r.outcome == Outcome.ABORTED:
             return f"the old instance {source} keeps serving"
         if r.traffic == source:
             return f"traffic was put back on the old instance {source}"
@@ -261,11 +248,11 @@ class Cutover:
         if self.host.unit_state(self.target) == "active":
             try:
                 self.host.gate(self.target)
-                self._step("start", lambda: f"adopted running {systemd.unit_name(self.target)} (already serving)")
+                self.step("start", lambda: f"adopted running {systemd.unit_name(self.target)} (already serving)")
                 return
             except ProbeFailed:
                 pass  # running but not serving: the gate below decides
-        self._step("start", self._systemctl_start)
+        self.step("start", self._systemctl_start)
 
     def _systemctl_start(self) -> str:
         self.host.start(self.target, timeout=self.t.start)
@@ -275,9 +262,23 @@ class Cutover:
         g = self.host.gate(self.target)
         return f"/health ok, serves {self.cfg.model.served_name}, completion {g.finish_reason} in {g.seconds:.2f}s"
 
+    def switch(self) -> None:
+        """All traffic to the target, verified through the gateway (the steps switch and verify)."""
+        self.step("switch", self._switch)
+        self.step("verify", self._verify)
+
     def _switch(self) -> str:
         self.host.switch(self.target)
         return f"upstream -> 127.0.0.1:{self.target}, nginx -t ok, reloaded"
+
+    def split(self, source: int, target: int, percent: int, sticky: str) -> None:
+        """`percent` of the traffic to `target`, the rest to `source` (nginx reloaded)."""
+        self.host.split(source, target, percent, sticky)
+
+    def route_to(self, port: int) -> None:
+        """All traffic to `port`, verified through the gateway; not a step (the caller records its decision)."""
+        self.host.switch(port)
+        self._verify(port)
 
     def _verify(self, port: int | None = None) -> str:
         """The gateway answers from the target several times in a row (old workers may answer briefly)."""
@@ -311,18 +312,18 @@ class Cutover:
             f"{port} still had {last.running:.0f} running + {last.waiting:.0f} waiting after {self.t.drain:.0f}s; "
             f"stopping it anyway (vLLM drains {self.cfg.vllm.shutdown_drain_seconds}s more)"
         )
-        self.result.warnings.append(warning)
+        self.warn(warning)
         return warning
 
-    def _retire(self, port: int) -> None:
+    def retire(self, port: int) -> None:
         """Drain and stop an instance that no longer gets traffic; failures are warnings."""
         try:
-            self._step("drain", lambda: self._drain(port))
-            self._step("stop", lambda: self._stop(port))
+            self.step("drain", lambda: self._drain(port))
+            self.step("stop", lambda: self._stop(port))
         except Exception as exc:
-            self.result.warnings.append(f"retiring {port}: {exc}")
+            self.warn(f"retiring {port}: {exc}")
 
-    def _follow_at_boot(self, source: int | None) -> None:
+    def follow_at_boot(self, source: int | None) -> None:
         """The routed instance is the one enabled at boot; failures are warnings (traffic has moved)."""
 
         def enable() -> str:
@@ -332,15 +333,16 @@ class Cutover:
             return f"{systemd.unit_name(self.target)} enabled" + (f", {systemd.unit_name(source)} disabled" if source else "")
 
         try:
-            self._step("enable", enable)
+            self.step("enable", enable)
         except Exception as exc:
-            self.result.warnings.append(f"boot state: {exc}")
+            self.warn(f"boot state: {exc}")
 
     def _stop(self, port: int) -> str:
         self.host.stop(port, timeout=self.t.stop)
         return f"{systemd.unit_name(port)} stopped"
 
-    def _record(self, extra: dict | None = None) -> None:
+    def record(self, extra: dict | None = None) -> None:
+        """The result (and `extra`) to the history in state.json and the cutover marks."""
         r = self.result
         entry = {
             "kind": self.kind,
@@ -359,9 +361,9 @@ class Cutover:
                 st = state.record(self.state_dir, entry, active_port=old.active_port, previous_port=old.previous_port)
             r.warnings.extend(st.warnings)  # a corrupt state file kept aside
         except state.StateDirError as exc:
-            r.warnings.append(f"the history was not recorded: {exc}")
+            self.warn(f"the history was not recorded: {exc}")
         if (warning := marks.write(self.cfg)) is not None:
-            r.warnings.append(warning)
+            self.warn(warning)
 
     # -- undo ------------------------------------------------------------------------------
     def _restore(self, previous_text: str) -> str:
@@ -370,9 +372,9 @@ class Cutover:
 
     def _undo_step(self, name: str, fn: Callable[[], str]) -> None:
         try:
-            self._step(name, fn)
+            self.step(name, fn)
         except Exception as exc:
-            self.result.warnings.append(f"{name} failed: {exc}")
+            self.warn(f"{name} failed: {exc}")
 
     # -- convergence -----------------------------------------------------------------------
     def _converge(self) -> CutoverResult:
@@ -380,31 +382,31 @@ class Cutover:
         write the record an interrupted cutover to PORT did not (the state file still names another port)."""
         r = self.result
         before = state.load(self.state_dir)
-        self._step("gate", self._gate)
+        self.step("gate", self._gate)
         try:
-            self._step("verify", self._verify)
+            self.step("verify", self._verify)
         except CutoverFailed:
             # the include names PORT but nginx did not load it (killed before reload): reload now
-            self._step("switch", self._reload)
-            self._step("verify", self._verify)
+            self.step("switch", self._reload)
+            self.step("verify", self._verify)
         leftovers = [
             i.port
             for i in self.cfg.instances
             if i.port != self.target and self.host.unit_state(i.port) in ("active", "activating", "reloading")
         ]
         for port in leftovers:
-            self._retire(port)
+            self.retire(port)
         # killed after the switch but before its record (e.g. while stopping the old instance, which then
         # stopped anyway): no leftover is running, and only the state file still knows where traffic came from
         interrupted = before.active_port not in (None, self.target)
         retired = leftovers[0] if leftovers else (before.active_port if interrupted else None)
         reloaded = any(s.name == "switch" for s in r.steps)
-        r.outcome = "converged" if retired is not None or reloaded else "already-active"
+        r.outcome = Outcome.CONVERGED if retired is not None or reloaded else Outcome.ALREADY_ACTIVE
         r.ok, r.traffic = True, self.target
-        if r.outcome == "converged":
+        if r.outcome == Outcome.CONVERGED:
             r.source = retired if retired is not None else (before.previous_port if before.active_port == self.target else r.source)
-            self._follow_at_boot(retired)
-            self._record()
+            self.follow_at_boot(retired)
+            self.record()
         return r
 
     def _reload(self) -> str:
@@ -450,8 +452,8 @@ def end_rollout(cfg: Config, action: str, wait_seconds: float = 300.0, **kwargs:
             "check `ernie-ops status`"
         )
     last = state.load(state_dir).history[-1]
-    done = CutoverResult(target=pending.target, source=pending.source, outcome=last.get("outcome", "?"))
-    done.ok = done.outcome == (rollout.PROMOTED if action == "promote" else rollout.ROLLED_BACK)
+    done = CutoverResult(target=pending.target, source=pending.source, outcome=Outcome.recorded(last.get("outcome")))
+    done.ok = done.outcome == (Outcome.PROMOTED if action == "promote" else Outcome.ROLLED_BACK)
     done.error = None if done.ok else last.get("error")
-    done.traffic = pending.target if done.outcome == rollout.PROMOTED else pending.source
+    done.traffic = pending.target if done.outcome == Outcome.PROMOTED else pending.source
     return done

@@ -15,7 +15,7 @@ import httpx
 
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.host import systemd
+from ernie_ops.host import ports, systemd
 from ernie_ops.observe import metrics
 from ernie_ops.serving import engine, probe
 from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
@@ -158,8 +158,6 @@ class RealHost:
         return self.gw.master_problem()
 
     def port_problem(self, port: int) -> str | None:
-        from ernie_ops.host import ports
-
         try:
             unit = self.unit_state(port)
         except ErnieOpsError:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ernie_ops import config
-from ernie_ops.traffic import cutover
+from ernie_ops.traffic import cutover, runbook
 from ernie_ops.traffic.canary import rollout
 from tests.harness.process_host import ProcessHost
 
@@ -29,7 +29,7 @@ def main() -> None:
     cfg = config.load(a.config)
     host = ProcessHost(cfg, Path(a.marks))
 
-    def on_step(step: cutover.Step) -> None:
+    def on_step(step: runbook.Step) -> None:
         print(f"{step.name}: {step.detail}", file=sys.stderr, flush=True)
 
     if a.action:

@@ -24,7 +24,7 @@ import pytest
 
 from ernie_ops.host import state, systemd
 from ernie_ops.observe import status
-from ernie_ops.traffic import accesslog, cutover
+from ernie_ops.traffic import accesslog, cutover, runbook
 from ernie_ops.traffic.canary import rollout, rollout_file
 from tests.harness import canary_site
 from tests.harness.canary_site import ROOT, Clients, Site, Throttle
@@ -55,7 +55,7 @@ def site(tiny_model_dir):
         yield s
 
 
-def run(site: Site, target: int, steps: list[int], bake: float = 0.0) -> cutover.CutoverResult:
+def run(site: Site, target: int, steps: list[int], bake: float = 0.0) -> runbook.CutoverResult:
     lines: list[str] = []
     res = cutover.Cutover(
         site.cfg, target, host=site.host(), plan=rollout.Plan(steps, bake), on_step=lambda s: lines.append(f"{s.name}: {s.detail}")

@@ -20,6 +20,7 @@ from ernie_ops.host import state
 from ernie_ops.observe import metrics
 from ernie_ops.serving import probe
 from ernie_ops.traffic import cutover, gateway
+from ernie_ops.traffic.runbook import CutoverResult, Outcome
 
 OLD, NEW = 8000, 8001
 MUTATIONS = {"start", "stop", "enable", "disable", "switch", "restore", "reload"}
@@ -358,3 +359,11 @@ def test_dry_run_runs_only_the_preflight_and_changes_nothing(cfg, tmp_path, faul
     assert state_of(tmp_path)[:2] == (OLD, None)
     if ok and steps:
         assert res.outcome == "dry-run" and "route 8000 -> 8001" in res.steps[0].detail
+
+
+def test_outcomes_are_written_as_the_words_the_cli_state_json_and_dashboards_read():
+    words = {"pending", "switched", "already-active", "converged", "dry-run", "promoted", "aborted", "rolled-back", "rollback-failed", "?"}
+    assert {str(o) for o in Outcome} == words and {f"{o}" for o in Outcome} == words
+    res = CutoverResult(target=NEW, source=OLD, outcome=Outcome.ROLLED_BACK)
+    assert json.dumps(res.as_dict()).startswith('{"target": 8001, "source": 8000, "outcome": "rolled-back",')
+    assert Outcome.recorded("promoted") is Outcome.PROMOTED and Outcome.recorded(None) is Outcome.UNKNOWN

@@ -34,18 +34,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ernie_ops.config import steps_problem
+from ernie_ops.config import CutoverConfig, steps_problem
 from ernie_ops.errors import UsageError
 from ernie_ops.traffic.canary import rollout_file, slo
 from ernie_ops.traffic.canary.rollout_file import Rollout
 from ernie_ops.traffic.canary.watch import Meter, RealMeter, Windows
+from ernie_ops.traffic.runbook import CutoverResult, Outcome, Runbook, Step
 
-if TYPE_CHECKING:
-    from ernie_ops.traffic.cutover import Cutover, CutoverResult
-
-PROMOTED, ROLLED_BACK = "promoted", "rolled-back"
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -74,6 +70,13 @@ class Plan:
     steps: list[int]
     bake_seconds: float
     sticky: str = "none"
+
+    @classmethod
+    def chosen(cls, co: CutoverConfig, canary: str | None = None, bake: str | None = None, sticky: str | None = None) -> Plan:
+        """From `--canary STEPS`, `--bake DURATION`, `--sticky` where given, else from the config's cutover section."""
+        steps = parse_steps(canary) if canary is not None else list(co.canary_steps)
+        bake_seconds = parse_duration(bake) if bake is not None else co.bake_seconds
+        return cls(steps, bake_seconds, sticky or co.sticky)
 
     @property
     def watched(self) -> bool:
@@ -114,7 +117,10 @@ def journal(message: str) -> None:
 
 
 class Watch:
-    def __init__(self, cut: Cutover, record: Rollout, meter_factory: Callable[[list[int]], Meter] | None = None):
+    """Drives the cutover that started it (`cut`, a `runbook.Runbook`) through its public verbs only. Its own
+    verbs: `run` (from where the rollout file stands), `promote` and `roll_back` (end it now), `decide`."""
+
+    def __init__(self, cut: Runbook, record: Rollout, meter_factory: Callable[[list[int]], Meter] | None = None):
         self.cut = cut
         self.cfg = cut.cfg
         self.co = cut.cfg.cutover
@@ -131,7 +137,7 @@ class Watch:
             rollout_file.save(self.state_dir, self.r)
         except rollout_file.RolloutFileError as exc:
             if str(exc) not in self.cut.result.warnings:
-                self.cut.result.warnings.append(str(exc))
+                self.cut.warn(str(exc))
 
     def decide(self, what: str, text: str, verdict: slo.Verdict | None = None, seconds: float = 0.0) -> None:
         entry = {"at": self.host.wall(), "what": what, "text": text}
@@ -140,11 +146,7 @@ class Watch:
         self.r.decisions.append(entry)
         self._save()
         journal(f"cutover {self.r.source} -> {self.r.target}: {what}: {text}")
-        from ernie_ops.traffic.cutover import Step
-
-        step = Step(what, verdict is None or verdict.result != slo.FAIL, seconds, text)
-        self.cut.result.steps.append(step)
-        self.cut.on_step(step)
+        self.cut.report(Step(what, verdict is None or verdict.result != slo.FAIL, seconds, text))
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> CutoverResult:
@@ -153,7 +155,7 @@ class Watch:
         try:
             return self._run()
         except Exception as exc:  # a fault of the watch itself: the safe end is the old instance
-            return self._roll_back(f"the watch itself failed ({type(exc).__name__}: {exc})")
+            return self.roll_back(f"the watch itself failed ({type(exc).__name__}: {exc})")
         finally:
             self.meter.close()
 
@@ -166,9 +168,9 @@ class Watch:
                 self._save()  # before nginx is touched: a kill from here on leaves a record of what may be live
                 t0 = time.monotonic()
                 try:
-                    self.host.split(r.source, r.target, r.percent, r.sticky)
+                    self.cut.split(r.source, r.target, r.percent, r.sticky)
                 except Exception as exc:
-                    return self._roll_back(f"nginx refused step {i + 1} ({r.percent}%): {exc}")
+                    return self.roll_back(f"nginx refused step {i + 1} ({r.percent}%): {exc}")
                 self.decide(
                     f"canary {i + 1}/{len(r.steps)}",
                     f"{r.percent}% to {r.target}, {100 - r.percent}% to {r.source}, nginx reloaded",
@@ -176,7 +178,7 @@ class Watch:
                 )
                 outcome = self._watch_step()
                 if outcome != "pass":
-                    return self._end_early(outcome)
+                    return self._end(outcome)
             r.phase, r.percent = "bake", 100
             r.phase_started = self.host.wall()
             r.bake_until = self.host.wall() + r.bake_seconds
@@ -189,23 +191,19 @@ class Watch:
         if r.bake_seconds > 0:
             outcome = self._watch_bake()
             if outcome != "pass":
-                return self._end_early(outcome)
-        return self._promote()
+                return self._end(outcome)
+        return self._promoted()
 
-    def _end_early(self, outcome: str) -> CutoverResult:
-        if outcome == "promote":
-            if self.r.phase == "canary" and (failed := self._switch_all()) is not None:
-                return failed
-            return self._promote()
-        return self._roll_back(outcome)
+    def _end(self, ending: str) -> CutoverResult:
+        """A watch that did not pass: 'promote' (asked from another shell), or the reason to roll back."""
+        return self.promote() if ending == "promote" else self.roll_back(ending)
 
     def _switch_all(self) -> CutoverResult | None:
         """All traffic to the target (the cutover's switch + verify); on a failure, the rollback's result."""
         try:
-            self.cut._step("switch", self.cut._switch)
-            self.cut._step("verify", self.cut._verify)
+            self.cut.switch()
         except Exception as exc:
-            return self._roll_back(f"switching all traffic to {self.r.target} failed: {exc}")
+            return self.roll_back(f"switching all traffic to {self.r.target} failed: {exc}")
         return None
 
     # -- watching --------------------------------------------------------------------------
@@ -232,7 +230,7 @@ class Watch:
         w.add(tick)
         if tick.problem is not None and not any(tick.problem in x for x in self.cut.result.warnings):
             # said once: the gate then judges errors from vLLM's counters and its own requests only
-            self.cut.result.warnings.append(f"{tick.problem}; errors are judged from vLLM's counters only")
+            self.cut.warn(f"{tick.problem}; errors are judged from vLLM's counters only")
             journal(f"cutover {self.r.source} -> {self.r.target}: {tick.problem}")
         asked = rollout_file.take_request(self.state_dir)
         if asked is None:
@@ -290,19 +288,26 @@ class Watch:
         if self.meter is not None:
             self.meter.quiet()
 
-    def _promote(self) -> CutoverResult:
+    def promote(self) -> CutoverResult:
+        """End with the target: all traffic to it first if the canary still splits it, then retire the source."""
+        if self.r.phase == "canary" and (failed := self._switch_all()) is not None:
+            return failed
+        return self._promoted()
+
+    def _promoted(self) -> CutoverResult:
+        """All traffic is on the target: the source is retired."""
         res = self.cut.result
         self._quiet()
         self.r.phase, self.r.percent = "promote", 100
         self._save()  # a kill from here on: a re-run finishes the promotion, never starts the watch again
-        res.outcome, res.ok, res.traffic = PROMOTED, True, self.r.target
+        res.outcome, res.ok, res.traffic = Outcome.PROMOTED, True, self.r.target
         self.decide("promote", f"all traffic on {self.r.target}; retiring {self.r.source}")
-        self.cut._follow_at_boot(self.r.source)
-        self.cut._retire(self.r.source)
+        self.cut.follow_at_boot(self.r.source)
+        self.cut.retire(self.r.source)
         self._finish()
         return res
 
-    def _roll_back(self, reason: str) -> CutoverResult:
+    def roll_back(self, reason: str) -> CutoverResult:
         """All traffic back on the source (still warm), then the target drains and stops."""
         res = self.cut.result
         self._quiet()
@@ -310,19 +315,18 @@ class Watch:
         self._save()  # a kill from here on: a re-run finishes the rollback, never sends traffic to the target again
         t0 = time.monotonic()
         try:
-            self.host.switch(self.r.source)
-            self.cut._verify(self.r.source)
+            self.cut.route_to(self.r.source)
         except Exception as exc:
             return self._stuck(reason, exc)
         self.decide("rollback", f"{reason}; traffic back on {self.r.source} in {time.monotonic() - t0:.2f}s", seconds=time.monotonic() - t0)
-        res.outcome, res.ok, res.error = ROLLED_BACK, False, reason
-        res.traffic = self.cut._serving_port()
+        res.outcome, res.ok, res.error = Outcome.ROLLED_BACK, False, reason
+        res.traffic = self.cut.serving_port()
         res.where = (
             f"traffic is back on {self.r.source} (it never stopped); {self.r.target} was stopped"
             if res.traffic == self.r.source
-            else self.cut._where()
+            else self.cut.where()
         )
-        self.cut._retire(self.r.target)
+        self.cut.retire(self.r.target)
         self._finish()
         return res
 
@@ -331,25 +335,25 @@ class Watch:
         stays, so `ernie-ops status` keeps saying so and `--abort` can try again."""
         res = self.cut.result
         self.decide("rollback", f"{reason}; routing back to {self.r.source} FAILED: {exc}; both instances left running")
-        res.outcome, res.ok = "rollback-failed", False
+        res.outcome, res.ok = Outcome.ROLLBACK_FAILED, False
         res.error = f"{reason}; then routing back to {self.r.source} failed: {exc}"
-        res.traffic = self.cut._serving_port()
-        res.where = self.cut._where() + "; both instances run; fix nginx, then `ernie-ops cutover --abort`"
+        res.traffic = self.cut.serving_port()
+        res.where = self.cut.where() + "; both instances run; fix nginx, then `ernie-ops cutover --abort`"
         self._record()
         return res
 
     def _record(self) -> None:
         """The outcome, the plan and every decision to state.json's history."""
         self.cut.result.source = self.r.source
-        self.cut._record(extra={"plan": Plan(self.r.steps, self.r.bake_seconds, self.r.sticky).describe(), "decisions": self.r.decisions})
+        self.cut.record(extra={"plan": Plan(self.r.steps, self.r.bake_seconds, self.r.sticky).describe(), "decisions": self.r.decisions})
 
     def _finish(self) -> None:
         self._record()
         rollout_file.clear(self.state_dir)
 
 
-def start_record(cut: Cutover, source: int, plan: Plan) -> Rollout:
-    r = Rollout(target=cut.target, source=source, steps=list(plan.steps), bake_seconds=plan.bake_seconds, sticky=plan.sticky)
+def start_record(target: int, source: int, plan: Plan) -> Rollout:
+    r = Rollout(target=target, source=source, steps=list(plan.steps), bake_seconds=plan.bake_seconds, sticky=plan.sticky)
     if not plan.steps:
         r.phase, r.percent = "bake", 100
     return r

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ernie_ops.observe.metrics import histogram_quantile
+
 TTFT = "vllm:time_to_first_token_seconds"
 # vLLM renamed time_per_output_token to inter_token_latency (0.10); the old name is read when the new is absent
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
@@ -51,8 +53,6 @@ class Histogram:
 
     def quantile(self, q: float) -> float | None:
         """Prometheus' histogram_quantile: linear inside the bucket; None without requests."""
-        from ernie_ops.observe.metrics import histogram_quantile
-
         return histogram_quantile(q, list(self.buckets))
 
     def above(self, seconds: float) -> tuple[float, float]:
