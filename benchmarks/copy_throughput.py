@@ -34,9 +34,9 @@ from pathlib import Path
 import httpx
 
 from ernie_ops.chat.client import GatewayClient, ReplyStats, Timeouts
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchSummary, run_batch
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import DEFAULT_SYSTEM_PROMPT, CopyRequest, CopyWriter, build_messages
 from ernie_ops.observe import bench
 from tests.conftest import CACHE, free_port, write_config
@@ -55,7 +55,7 @@ def products_file(path: Path, rows: int) -> Path:
     return path
 
 
-def prompt_tokens(url: str, model: str, cfg: CopyConfig, product: batch_io.Product) -> int:
+def prompt_tokens(url: str, model: str, cfg: MarketingConfig, product: batch_io.Product) -> int:
     """Tokens of the first try's messages with the chat template, as vLLM counts them."""
     req = CopyRequest.from_product(product, cfg)
     messages = build_messages(DEFAULT_SYSTEM_PROMPT, req, 1, CopyWriter(None, cfg, complete=_never).rules(req))
@@ -93,7 +93,7 @@ class Counting:
             self.finish[stats.finish_reason] = self.finish.get(stats.finish_reason, 0) + 1
 
 
-async def batch_level(url: str, model: str, read: batch_io.Read, out: Path, cfg: CopyConfig, c: int, budget: float):
+async def batch_level(url: str, model: str, read: batch_io.Read, out: Path, cfg: MarketingConfig, c: int, budget: float):
     client = GatewayClient(url, model, Timeouts(connect=5, read=120, reply=600))
     counting = Counting(client)
     writer = CopyWriter(client, cfg, DEFAULT_SYSTEM_PROMPT, complete=counting)
@@ -126,7 +126,7 @@ def main() -> None:
     ap.add_argument("--no-structured", action="store_true", help="batch without response_format (the grammar's cost, by difference)")
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
-    cfg = CopyConfig(max_tokens=args.max_tokens, structured_output=not args.no_structured)
+    cfg = MarketingConfig(max_tokens=args.max_tokens, structured_output=not args.no_structured)
     model = tiny_model.cached(CACHE / "models")
     with tempfile.TemporaryDirectory(prefix="eo-copy-", dir="/var/tmp") as d:
         work = Path(d)

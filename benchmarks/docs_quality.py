@@ -40,9 +40,9 @@ from pathlib import Path
 
 import yaml
 
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import store, tokens
 from ernie_ops.docs.chunk import chunk
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.fusion import rrf
 from ernie_ops.docs.model import Extracted, Hit

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from benchmarks.docs_quality import load_corpus, load_golden, source_state
 from benchmarks.store_bench import measure
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import tokens
 from ernie_ops.docs.chunk import chunk, split_sentences
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope

@@ -5,21 +5,24 @@ reported at once with file, line, field, bad value and what is allowed, because 
 fixing a config at 3 a.m. should not have to run the check five times. Unknown keys are
 errors: a typo such as `max_model_length` must not silently fall back to a default, and a key
 given twice (two `model:` sections) is an error naming both lines, never a silent override.
+
+The chat app's features own their sections (`chat.config.ChatConfig` composes `docs.config`, `copy.config`,
+`onboarding.config` and `hr.config`); this module composes `chat` with the engine, gateway and cutover sections.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-import re
 import ssl
-import string
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from ernie_ops.chat.config import ChatConfig
+from ernie_ops.config_section import Section, first_duplicate
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
 from ernie_ops.files import yamlfile
 
@@ -27,18 +30,7 @@ DEFAULT_PATH = "/etc/ernie-ops/ernie.yaml"
 ENV_VAR = "ERNIE_OPS_CONFIG"
 
 
-def _first_duplicate(values: list) -> Any:
-    """The smallest value listed more than once (a stable choice for the error message), or None."""
-    dupes = sorted({v for v in values if values.count(v) > 1})
-    return dupes[0] if dupes else None
-
-
-class _Section(BaseModel):
-    # strict: YAML already gives real types, so "8000" (a string) for a port is a mistake to report.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class ModelConfig(_Section):
+class ModelConfig(Section):
     """Where the weights live and the name clients must use."""
 
     path: str = Field("/srv/models/ernie-4.5-0.3b-pt/current", min_length=1)
@@ -46,7 +38,7 @@ class ModelConfig(_Section):
     revision: str | None = Field(None, description="hub revision the weights came from (recorded, not fetched)")
 
 
-class VllmConfig(_Section):
+class VllmConfig(Section):
     """Engine settings turned into vLLM flags by `engine.build_command`."""
 
     accelerator: Literal["auto", "gpu", "cpu"] = "auto"
@@ -74,7 +66,7 @@ class VllmConfig(_Section):
         return value
 
 
-class InstanceConfig(_Section):
+class InstanceConfig(Section):
     """One vLLM server: a port, and the GPU (or CPU cores) it owns."""
 
     port: int = Field(ge=1024, le=65535)
@@ -111,12 +103,12 @@ def _cpu_list_text(cpus: set[int] | frozenset[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-class PathsConfig(_Section):
+class PathsConfig(Section):
     cache_dir: str = "/var/cache/ernie-ops"
     state_dir: str = "/var/lib/ernie-ops"
 
 
-class GatewayConfig(_Section):
+class GatewayConfig(Section):
     """The nginx in front of the instances."""
 
     url: str = Field("http://127.0.0.1:80", pattern=r"^https?://")
@@ -153,7 +145,7 @@ class GatewayConfig(_Section):
             ) from None
 
 
-class HealthConfig(_Section):
+class HealthConfig(Section):
     """How the launcher and the cutover decide that an instance can serve."""
 
     poll_interval_seconds: float = Field(0.1, gt=0.0, le=10.0)
@@ -173,7 +165,7 @@ def steps_problem(steps: list[int]) -> str | None:
     return None
 
 
-class SloConfig(_Section):
+class SloConfig(Section):
     """What a canary (or a baking new instance) must keep, judged per instance from deltas of its own counters
     and histograms in the same window as the baseline's. A quantile limit is judged as a share: "p99 <= T" holds
     when at most 1% of requests took longer than T, and that share is bounded (binomial, `confidence`) before
@@ -189,7 +181,7 @@ class SloConfig(_Section):
     confidence: float = Field(0.95, ge=0.5, le=0.999, description="of the bounds on error and slow-request shares")
 
 
-class CutoverConfig(_Section):
+class CutoverConfig(Section):
     """`ernie-ops cutover`: bake window and canary steps (each overridable on the command line)."""
 
     bake_seconds: float = Field(
@@ -216,306 +208,7 @@ class CutoverConfig(_Section):
         return steps
 
 
-class ChatFieldConfig(_Section):
-    """One piece of information a scenario collects before it generates (the article's collecting_info)."""
-
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="placeholder name in prompt_template")
-    label: str = Field(min_length=1, description="how the app asks for it, e.g. 电话 / phone")
-    aliases: list[str] = Field(default_factory=list, description="more labels a user may type before the value ('手机:')")
-    pattern: str | None = Field(None, description="regex a value must match; also finds an unlabelled value in a message")
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
-
-
-class ScenarioConfig(_Section):
-    """A business scenario of the chat app: a chat profile with its system prompt, starters and fields."""
-
-    name: str = Field(pattern=r"^[^\x00-\x1f/]{1,40}$", description="profile name shown in the UI")
-    description: str = ""
-    system_prompt: str = Field(min_length=1)
-    fields: list[ChatFieldConfig] = Field(default_factory=list)
-    prompt_template: str | None = Field(None, description="the first request once every field is known; {request} + field names")
-    starters: list[str] = Field(default_factory=list, max_length=6)
-    source_field: str | None = Field(None, description="a field shown beside each reply as its source (the article's 引用溯源)")
-    retrieval: bool = Field(False, description="answer from the indexed documents (chat.docs) with numbered sources; file upload on")
-    tool: Literal["copy", "onboarding"] | None = Field(
-        None, description="copy: marketing-copy form, cards, batch files (chat.marketing); onboarding: HR-fed helper (chat.onboarding)"
-    )
-
-    @field_validator("fields")
-    @classmethod
-    def _unique_fields(cls, fields: list[ChatFieldConfig]) -> list[ChatFieldConfig]:
-        names = [f.name for f in fields]
-        if (dupe := _first_duplicate(names)) is not None:
-            raise ValueError(f"field '{dupe}' is listed more than once")
-        return fields
-
-
-class EmbeddingsConfig(_Section):
-    """The optional dense retrieval path: an embedding model served by vLLM's OpenAI `/v1/embeddings`
-    (e.g. a bge-small-zh-class BERT on its own `vllm serve --runner pooling` instance). Off by default."""
-
-    enabled: bool = False
-    url: str | None = Field(None, pattern=r"^https?://", description="base URL of the embedding server, e.g. http://127.0.0.1:8100")
-    model: str | None = Field(None, min_length=1, description="its served model name")
-    timeout_seconds: float = Field(30.0, gt=0.0, le=600.0)
-    batch_size: int = Field(32, ge=1, le=1024)
-    weight: float = Field(1.0, gt=0.0, le=10.0, description="the dense ranking's weight in reciprocal-rank fusion (lexical: 1)")
-
-    @model_validator(mode="after")
-    def _complete_when_on(self) -> EmbeddingsConfig:
-        if self.enabled and (not self.url or not self.model):
-            raise ValueError("enabled embeddings need `url` and `model` (the vLLM embedding server and its served name)")
-        return self
-
-
-class DocsCollectionConfig(_Section):
-    """Who may search a shared collection from the chat app (the CLI, run by the operator, sees all)."""
-
-    readers: list[str] = Field(default_factory=lambda: ["*"], description="user names, or '*' for every chat user")
-
-
-class DocsConfig(_Section):
-    """Document Q&A (`ernie-ops docs`, the chat app's retrieval scenarios). Defaults measured by
-    benchmarks/docs_quality.py (see README: quality table)."""
-
-    index_file: str = Field("/var/lib/ernie-ops-chat/docs/index.sqlite", min_length=1, description="SQLite index (chat app's state dir)")
-    tokenizer: str = Field("unigram+bigram", description="index tokens: bigram | jieba | jieba+bigram | unigram+bigram | whitespace")
-    chunk_chars: int = Field(400, ge=50, le=8000, description="passage size in characters")
-    overlap_chars: int = Field(80, ge=0, le=4000, description="characters repeated between neighbouring passages")
-    top_k: int = Field(4, ge=1, le=20, description="passages given to the model")
-    min_coverage: float = Field(
-        0.35, ge=0.0, le=1.0, description="below this share of the question's terms in the best passage: 'the documents do not answer this'"
-    )
-    max_file_mb: float = Field(20.0, gt=0.0, le=1024.0)
-    max_pages: int = Field(2000, ge=1, le=100000)
-    max_files_per_message: int = Field(10, ge=1, le=200)
-    extract_timeout_seconds: float = Field(120.0, gt=0.0, le=3600.0)
-    extract_memory_mb: int = Field(1024, ge=128, le=65536)
-    collections: dict[str, DocsCollectionConfig] = Field(
-        default_factory=dict, description="read access per shared collection; a collection not listed is readable by every user"
-    )
-    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _known_tokenizer(cls, value: str) -> str:
-        from ernie_ops.docs.tokens import TOKENIZERS
-
-        if value not in TOKENIZERS:
-            raise ValueError(f"unknown tokenizer; choose one of {', '.join(TOKENIZERS)}")
-        return value
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> DocsConfig:
-        if self.overlap_chars >= self.chunk_chars:
-            raise ValueError(f"overlap_chars ({self.overlap_chars}) must be smaller than chunk_chars ({self.chunk_chars})")
-        return self
-
-
-class CopyConfig(_Section):
-    """Marketing copy (营销文案): the form's defaults, the rules every post must meet, and generation
-    (the chat app's copy scenario and `ernie-ops copy batch`)."""
-
-    posts: int = Field(3, ge=1, le=10, description="posts per product (the form's default)")
-    channel: str = Field(
-        "moments",
-        description="where posts are published when the form or a batch row does not say: moments (朋友圈), weibo (微博) or"
-        " xiaohongshu (小红书); each brings its length, hashtag, emoji and style rules (copy/channels.py). Moments is the"
-        " marketing scenario's own (朋友圈文案)",
-    )
-    max_chars: int | None = Field(
-        None,
-        ge=5,
-        le=2000,
-        description="a post's limit, counted as a person counts (one per CJK character or emoji); null: the channel's"
-        " (朋友圈 120, 微博 140, 小红书 1000), which a single number for every channel would contradict",
-    )
-    channel_max_chars: dict[str, int] = Field(
-        default_factory=dict,
-        description="a channel's limit instead of its preset's, e.g. {weibo: 2000} for Weibo's long posts; empty: the presets",
-    )
-    forbidden_words: list[str] | None = Field(None, description="null: the built-in list of absolute claims (copy/rules.py)")
-    extra_forbidden_words: list[str] = Field(default_factory=list, description="added to forbidden_words (e.g. bare 最)")
-    max_attempts: int = Field(
-        3,
-        ge=1,
-        le=10,
-        description="tries per post: a post too long, with a forbidden word, breaking its channel's rules or a"
-        " near-duplicate of another of its set is regenerated, then shown flagged",
-    )
-    temperature: float = Field(0.9, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(
-        None,
-        ge=16,
-        le=4096,
-        description="tokens per generated post (the JSON around it included); null: the channel's (256-320, 小红书 1536), a"
-        " 1000-character note needs more than a short post",
-    )
-    structured_output: bool = Field(True, description="ask vLLM for JSON by schema (response_format json_schema)")
-    batch_concurrency: int = Field(8, ge=1, le=256, description="rows generated at once by a batch (chat upload and CLI default)")
-    max_batch_rows: int = Field(5000, ge=1, le=1_000_000)
-
-    @field_validator("channel")
-    @classmethod
-    def _channel(cls, value: str) -> str:
-        from ernie_ops.copy import channels
-
-        return channels.get(value).name
-
-    @field_validator("channel_max_chars")
-    @classmethod
-    def _channel_limits(cls, value: dict[str, int]) -> dict[str, int]:
-        from ernie_ops.copy import channels
-
-        limits = {}
-        for name, limit in value.items():
-            if not 5 <= limit <= 2000:
-                raise ValueError(f"the limit of channel {name!r} is {limit}; give a whole number from 5 to 2000")
-            limits[channels.get(name).name] = limit
-        return limits
-
-    @field_validator("forbidden_words", "extra_forbidden_words")
-    @classmethod
-    def _words(cls, value: list[str] | None) -> list[str] | None:
-        for word in value or []:
-            if not word.strip():
-                raise ValueError("a forbidden word is blank; remove it")
-        return value
-
-    def rules(self):
-        """The copy.rules.Rules these settings describe."""
-        from ernie_ops.copy.rules import DEFAULT_FORBIDDEN_WORDS, DEFAULT_MAX_CHARS, Rules
-
-        words = tuple(self.forbidden_words) if self.forbidden_words is not None else DEFAULT_FORBIDDEN_WORDS
-        limit = self.max_chars if self.max_chars is not None else DEFAULT_MAX_CHARS
-        return Rules(max_chars=limit, forbidden_words=tuple(dict.fromkeys(words + tuple(self.extra_forbidden_words))))
-
-
-class HRConfig(_Section):
-    """Where the onboarding helper reads who a new employee is. The SCIM bearer token is NOT here: it is read
-    from the environment variable `token_env` (the chat unit's EnvironmentFile, /etc/ernie-ops/chat.env)."""
-
-    source: Literal["file", "scim"] = Field("file", description="file: an HR export (CSV/YAML); scim: a SCIM 2.0 server")
-    file: str = Field("/etc/ernie-ops/hr-export.csv", min_length=1, description="the export file (source: file), re-read at each lookup")
-    url: str | None = Field(None, pattern=r"^https?://", description="SCIM base URL, the part before /Users (source: scim)")
-    token_env: str = Field("ERNIE_OPS_HR_TOKEN", pattern=r"^[A-Z_][A-Z0-9_]*$", description="environment variable holding the bearer token")
-    lookup: Literal["userName", "employeeNumber"] = Field("userName", description="which SCIM attribute the chat login name is")
-    start_date_attribute: str = Field(
-        "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:startDate",
-        min_length=1,
-        description="SCIM has no standard start date: the attribute path your HR system uses",
-    )
-    connect_timeout_seconds: float = Field(3.0, gt=0.0, le=120.0)
-    read_timeout_seconds: float = Field(10.0, gt=0.0, le=600.0)
-
-    @model_validator(mode="after")
-    def _url_for_scim(self) -> HRConfig:
-        if self.source == "scim" and not self.url:
-            raise ValueError("source scim needs `url`, the SCIM base URL (e.g. https://hr.example.com/scim/v2)")
-        return self
-
-
-def _default_onboarding_templates():
-    from ernie_ops.onboarding.plan import PlanTemplates
-
-    return PlanTemplates.model_validate(
-        {"default": {"tasks": ["领取工牌和电脑，完成账号开通 / Collect your badge and laptop; activate your accounts",
-                               "完成信息安全培训 / Complete the information-security training",
-                               "与直属上级进行首周一对一沟通 / First-week one-to-one with your manager"]}}
-    )  # fmt: skip
-
-
-class OnboardingConfig(_Section):
-    """The onboarding helper (新员工入职助手): HR source, push log, and the templates per department and role."""
-
-    hr: HRConfig = Field(default_factory=HRConfig)
-    push_log: str = Field(
-        "/var/lib/ernie-ops-chat/onboarding/pushlog.sqlite", min_length=1, description="SQLite push log (chat app's state dir)"
-    )
-    welcome_max_tokens: int = Field(300, ge=16, le=4096, description="tokens for the model's welcome message")
-    active_days: int = Field(
-        30,
-        ge=0,
-        le=366,
-        description="days after the start date the helper still serves an employee (start + active_days is the last); "
-        "30: the first month, the first week's plan with room for late confirmations and questions, as a 30-day "
-        "onboarding plan runs; an HR export lists everyone, so the people who started before that are told onboarding is over",
-    )
-    templates: Any = Field(default_factory=_default_onboarding_templates, description="default / departments / roles: tasks and guides")
-
-    @field_validator("templates", mode="before")
-    @classmethod
-    def _templates(cls, value: Any) -> Any:
-        from ernie_ops.onboarding.plan import PlanTemplates
-
-        if isinstance(value, PlanTemplates):
-            return value
-        return PlanTemplates.model_validate(value if value is not None else {})
-
-
-class ChatConfig(_Section):
-    """The Chainlit chat app (`ernie-ops chat`, ernie-chainlit.service), behind nginx's `location /`."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(8500, ge=1024, le=65535)
-    root_path: str = Field("", pattern=r"^(/[A-Za-z0-9._~-]+)*$", description="'' when nginx serves the app at /")
-    gateway_url: str | None = Field(None, pattern=r"^https?://", description="null: gateway.url (never a fixed instance)")
-    users_file: str = Field("/etc/ernie-ops/chat-users.yaml", min_length=1)
-    app_name: str = Field("ERNIE", min_length=1, max_length=40)
-    connect_timeout_seconds: float = Field(5.0, gt=0.0, le=120.0)
-    read_timeout_seconds: float = Field(60.0, gt=0.0, le=3600.0)
-    reply_timeout_seconds: float = Field(600.0, gt=0.0, le=7200.0)
-    max_tokens: int = Field(1024, ge=1, le=131072)
-    margin_tokens: int = Field(32, ge=0, le=4096)
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    extra_body: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="more /v1/chat/completions fields, e.g. vLLM sampling (top_p, repetition_penalty)"
-    )
-    cleanup: bool = True
-    indent_cjk_paragraphs: bool = False
-    session_timeout_seconds: int = Field(3600, ge=60, le=86400 * 30)
-    default_scenario: str | None = None
-    scenarios: list[ScenarioConfig] | None = Field(None, min_length=1, description="null: the built-in scenarios")
-    docs: DocsConfig = Field(default_factory=DocsConfig)
-    marketing: CopyConfig = Field(default_factory=CopyConfig)
-    onboarding: OnboardingConfig = Field(default_factory=OnboardingConfig)
-
-    @field_validator("extra_body")
-    @classmethod
-    def _no_owned_keys(cls, value: dict) -> dict:
-        owned = {"model", "messages", "stream", "max_tokens", "max_completion_tokens", "temperature"}
-        clash = sorted(set(value) & owned)
-        if clash:
-            raise ValueError(f"{', '.join(clash)} is set by the chat app (chat.max_tokens, chat.temperature); remove it from extra_body")
-        return value
-
-    @field_validator("scenarios")
-    @classmethod
-    def _unique_scenarios(cls, scenarios: list[ScenarioConfig] | None) -> list[ScenarioConfig] | None:
-        names = [s.name for s in scenarios or []]
-        if (dupe := _first_duplicate(names)) is not None:
-            raise ValueError(f"scenario '{dupe}' is listed more than once")
-        return scenarios
-
-    def effective_scenarios(self) -> list[ScenarioConfig]:
-        """The configured scenarios, or the built-in ones (the article's business scenarios)."""
-        if self.scenarios is not None:
-            return list(self.scenarios)
-        from ernie_ops.chat.scenarios import BUILTIN
-
-        return [ScenarioConfig.model_validate(s) for s in BUILTIN]
-
-
-class MonitoringConfig(_Section):
+class MonitoringConfig(Section):
     """What ernie-ops itself gives Prometheus (the ernie_monitoring role sets it)."""
 
     textfile: str | None = Field(
@@ -525,7 +218,7 @@ class MonitoringConfig(_Section):
     )
 
 
-class Config(_Section):
+class Config(Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     vllm: VllmConfig = Field(default_factory=VllmConfig)
     instances: list[InstanceConfig] = Field(default_factory=lambda: [InstanceConfig(port=8000), InstanceConfig(port=8001)], min_length=1)
@@ -540,7 +233,7 @@ class Config(_Section):
     @classmethod
     def _unique_ports(cls, instances: list[InstanceConfig]) -> list[InstanceConfig]:
         ports = [i.port for i in instances]
-        if (dupe := _first_duplicate(ports)) is not None:
+        if (dupe := first_duplicate(ports)) is not None:
             raise ValueError(f"port {dupe} is listed more than once; each instance needs its own port")
         return instances
 
@@ -631,24 +324,7 @@ def _cross_checks(cfg: Config, lines: dict[tuple, int] | None = None) -> list[tu
                 f"within vllm.max_model_len {cfg.vllm.max_model_len}; at least 16 are needed",
             )
         )
-    scenarios = chat.effective_scenarios()
-    names = [s.name for s in scenarios]
-    if chat.default_scenario is not None and chat.default_scenario not in names:
-        out.append((("chat", "default_scenario"), f"not a scenario; scenarios: {', '.join(names)}"))
-    for i, sc in enumerate(chat.scenarios or []):
-        if sc.source_field is not None and sc.source_field not in {f.name for f in sc.fields}:
-            out.append((("chat", "scenarios", i, "source_field"), "not a field of this scenario"))
-        if sc.prompt_template is None:
-            continue
-        try:
-            used = {f for _, f, _, _ in string.Formatter().parse(sc.prompt_template) if f is not None}
-        except ValueError as exc:
-            out.append((("chat", "scenarios", i, "prompt_template"), f"not a valid template: {exc}"))
-            continue
-        unknown = sorted(used - {f.name for f in sc.fields} - {"request"})
-        if unknown:
-            known = ", ".join(["request", *[f.name for f in sc.fields]])
-            out.append((("chat", "scenarios", i, "prompt_template"), f"{{{unknown[0]}}} is not a field of this scenario; known: {known}"))
+    out += [(("chat", *path), message) for path, message in chat.scenario_problems()]
     return out
 
 
@@ -727,8 +403,9 @@ def _lookup(data: Any, path: tuple) -> Any:
     return data
 
 
-def _model_at(path: tuple) -> type[BaseModel] | None:
-    """The schema class that owns the last key of `path` (to list allowed keys)."""
+def _model_at(path: tuple) -> type[Section] | None:
+    """The config section that owns the last key of `path` (to list allowed keys). Only sections count: the
+    onboarding plan templates are `onboarding.plan`'s own models, and their unknown keys say just that."""
     model: Any = Config
     for part in path[:-1]:
         if isinstance(part, int):
@@ -738,7 +415,7 @@ def _model_at(path: tuple) -> type[BaseModel] | None:
             return None
         ann = field.annotation
         args = getattr(ann, "__args__", ())
-        model = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        model = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, Section)), None)
         if model is None:
             return None
     return model

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import channels
 from ernie_ops.copy.batch import BatchSummary
 from ernie_ops.copy.batch_io import Read
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import Post, default_max_chars
 
 FORM_FIELDS = ("product", "selling_points", "audience", "tone", "channel", "posts", "max_chars")
 SHOWN_ROW_PROBLEMS = 20  # a report lists this many skipped rows, then says how many more
 
 
-def form_props(cfg: CopyConfig, values: Mapping | None = None, errors: Mapping | None = None, failure: str | None = None) -> dict:
+def form_props(cfg: MarketingConfig, values: Mapping | None = None, errors: Mapping | None = None, failure: str | None = None) -> dict:
     """The form with the user's values kept (defaults for the channel and the number fields), each error under
     its field, and the channels to choose from with the limit each gives when max_chars is left empty."""
     max_chars = cfg.max_chars if cfg.max_chars is not None and not cfg.channel_max_chars else ""

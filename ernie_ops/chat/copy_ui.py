@@ -30,9 +30,9 @@ import chainlit as cl
 
 from ernie_ops.chat.cards import batch_report, form_props, post_props
 from ernie_ops.chat.client import ChatError, GatewayClient
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io, channels
 from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError
 from ernie_ops.errors import ErnieOpsError
 
@@ -60,7 +60,7 @@ async def send_in_order(content: str, elements: list) -> cl.Message:
 class CopyTool:
     """One per app process; per-chat state lives in `cl.user_session`."""
 
-    def __init__(self, cfg: CopyConfig, client: GatewayClient, system_prompt: str):
+    def __init__(self, cfg: MarketingConfig, client: GatewayClient, system_prompt: str):
         self.cfg, self.client, self.system_prompt = cfg, client, system_prompt
         self.writer = CopyWriter(client, cfg, system_prompt)
 

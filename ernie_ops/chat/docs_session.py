@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import followup, ingest
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.extract import check_size
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.retrieve import Retrieved, Retriever, allowed_collections

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ernie_ops.chat.config import ChatFieldConfig, ScenarioConfig
 from ernie_ops.chat.machine import Machine
-from ernie_ops.config import ChatFieldConfig, ScenarioConfig
 
 _TRAILING = " \t,，;；。.、"
 

@@ -20,10 +20,10 @@ import chainlit as cl
 
 from ernie_ops.chat.client import GatewayClient
 from ernie_ops.chat.copy_ui import send_in_order
-from ernie_ops.config import OnboardingConfig
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.answer import UNAVAILABLE, answer
+from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.plan import zh_date
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, card, connector_for, finder, welcome_writer

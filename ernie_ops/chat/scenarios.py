@@ -1,7 +1,7 @@
 """The article's business scenarios (its 3.3 and 4.2) as data: chat profiles of the app.
 
 `chat.scenarios` in the config replaces this list; each entry has the schema of
-`config.ScenarioConfig`. A scenario with `fields` first collects them (the article's
+`chat.config.ScenarioConfig`. A scenario with `fields` first collects them (the article's
 collecting_info state; its keyword test `"电话" in text and "地址" in text` accepted a message that
 merely mentioned the words, here a value must be given and must match the field's pattern), then
 sends `prompt_template` filled with them and keeps them in the system prompt for follow-ups.

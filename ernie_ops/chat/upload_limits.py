@@ -8,7 +8,7 @@ Chainlit's limit plus the multipart envelope. The API (`/v1/`) keeps its own, sm
 
 from __future__ import annotations
 
-from ernie_ops.config import ChatConfig
+from ernie_ops.chat.config import ChatConfig
 
 CHAINLIT_CEILING_MB = 1024  # the largest upload Chainlit is asked to take, whatever the app's limit
 CHAINLIT_FLOOR_MB = 100  # a file far over a small app limit still reaches the app and gets its sentence

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ernie_ops.chat.client import ChatError
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import CopyRequest, CopyWriter
 from ernie_ops.errors import UsageError
 
@@ -112,7 +112,7 @@ async def run_batch(
     read: batch_io.Read,
     output: Path,
     writer: CopyWriter,
-    cfg: CopyConfig,
+    cfg: MarketingConfig,
     *,
     concurrency: int,
     progress: Callable[[BatchProgress], None] | None = None,

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ernie_ops.chat.client import GatewayClient
-from ernie_ops.config import Config, CopyConfig
+from ernie_ops.config import Config
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import DEFAULT_SYSTEM_PROMPT, CopyWriter
 from ernie_ops.errors import UsageError
 
@@ -67,7 +68,7 @@ def batch_settings(marketing, args: argparse.Namespace):
 
 
 async def generate(
-    cfg: Config, mcfg: CopyConfig, read: batch_io.Read, output_path: Path, concurrency: int, progress: Callable[[BatchProgress], None]
+    cfg: Config, mcfg: MarketingConfig, read: batch_io.Read, output_path: Path, concurrency: int, progress: Callable[[BatchProgress], None]
 ) -> BatchSummary:
     """Every row's posts into `output_path` through the chat gateway, `progress` told after each row."""
     client = GatewayClient.from_config(cfg, os.environ)

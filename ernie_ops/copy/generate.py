@@ -35,9 +35,9 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import channels
 from ernie_ops.copy.batch_io import Product
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.rules import PostsFormatError, Problem, Rules, check, count_chars, near_duplicate, parse_posts
 from ernie_ops.errors import ErnieOpsError
 
@@ -145,7 +145,7 @@ class CopyRequest:
     channel: str | None = None  # a name in channels.CHANNELS; None: length and forbidden words only
 
     @classmethod
-    def from_form(cls, values: Mapping[str, object], cfg: CopyConfig) -> CopyRequest:
+    def from_form(cls, values: Mapping[str, object], cfg: MarketingConfig) -> CopyRequest:
         """The form's values (strings from a browser, or typed values); FormError listing every bad field."""
         problems: dict[str, str] = {}
         product = _text(values, "product", problems, required=True)
@@ -160,7 +160,7 @@ class CopyRequest:
         return cls(product, selling_points, audience, tone, posts, max_chars, channel)
 
     @classmethod
-    def from_product(cls, product: Product, cfg: CopyConfig) -> CopyRequest:
+    def from_product(cls, product: Product, cfg: MarketingConfig) -> CopyRequest:
         """A batch row (already validated by batch_io); empty posts/max_chars/channel take the config's defaults
         (the length: the channel's, see `default_max_chars`)."""
         channel = channels.resolve(product.channel or cfg.channel) or channels.DEFAULT_CHANNEL
@@ -175,7 +175,7 @@ class CopyRequest:
         )
 
 
-def default_max_chars(cfg: CopyConfig, channel: str | None) -> int:
+def default_max_chars(cfg: MarketingConfig, channel: str | None) -> int:
     """A post's limit when the form or the row gives none: chat.marketing.channel_max_chars for the channel,
     else chat.marketing.max_chars, else the channel's preset (60, the old default, without a channel)."""
     if channel is not None and channel in cfg.channel_max_chars:
@@ -185,7 +185,7 @@ def default_max_chars(cfg: CopyConfig, channel: str | None) -> int:
     return channels.CHANNELS[channel].max_chars if channel is not None else 60
 
 
-def _channel(values: Mapping[str, object], cfg: CopyConfig, problems: dict[str, str]) -> str:
+def _channel(values: Mapping[str, object], cfg: MarketingConfig, problems: dict[str, str]) -> str:
     raw = values.get("channel")
     text = "" if raw is None else str(raw).strip()
     if not text:
@@ -361,7 +361,7 @@ class CopyWriter:
     def __init__(
         self,
         client,
-        cfg: CopyConfig,
+        cfg: MarketingConfig,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         complete: Complete | None = None,
         max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,

@@ -12,8 +12,8 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import ingest, owner
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.retrieve import Retriever, hit_dict
 from ernie_ops.docs.store import Index, Scope
 from ernie_ops.errors import UsageError

@@ -25,7 +25,7 @@ import httpx
 from ernie_ops.errors import ErnieOpsError
 
 if TYPE_CHECKING:
-    from ernie_ops.config import EmbeddingsConfig
+    from ernie_ops.docs.config import EmbeddingsConfig
 
 DEFAULT_BATCH_SIZE = 32
 SETTING = "chat.docs.embeddings"  # where an operator fixes the URL, model, timeout

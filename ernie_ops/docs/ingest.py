@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import chunk as chunking
 from ernie_ops.docs import isolate
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.extract import SUFFIXES, Limits, check_name, check_size
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.store import Index, Scope

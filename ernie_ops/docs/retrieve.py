@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import followup
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.fusion import rrf
 from ernie_ops.docs.model import Hit
 from ernie_ops.docs.store import Index, Scope

@@ -23,6 +23,7 @@ from ernie_ops import config
 from ernie_ops.errors import ConfigError, UsageError
 from ernie_ops.hr.export_file import numbered_rows
 from ernie_ops.hr.model import HRError, checked
+from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.window import window
 
 FORMATS = ("csv", "yaml")
@@ -110,4 +111,4 @@ def active_days(explicit: int | None, config_path: str | None) -> int:
     try:
         return config.load(config_path).chat.onboarding.active_days
     except ConfigError:
-        return config.OnboardingConfig().active_days
+        return OnboardingConfig().active_days

@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Protocol
 
 from ernie_ops.chat.client import ChatError, GatewayClient
-from ernie_ops.config import HRConfig, OnboardingConfig
+from ernie_ops.hr.config import HRConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError
 from ernie_ops.hr.scim import ScimConnector
 from ernie_ops.onboarding.answer import question_prompt
+from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.plan import WELCOME_ID, Facts, Plan, PlanTemplates, build_plan, fallback_welcome, foreign_links, to_push
 from ernie_ops.onboarding.pushlog import Item, PushLog
 from ernie_ops.onboarding.welcome_check import mismatch

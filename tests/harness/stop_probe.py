@@ -16,9 +16,9 @@ import sys
 
 import nest_asyncio
 
-from ernie_ops import config
 from ernie_ops.chat import history
 from ernie_ops.chat.client import GatewayClient, Timeouts
+from ernie_ops.chat.config import ChatConfig
 from ernie_ops.chat.conversation import Conversation
 
 
@@ -44,7 +44,7 @@ class SlowSink:
 
 
 async def probe(url: str, model: str) -> int:
-    chat = config.ChatConfig.model_validate({"max_tokens": 300})
+    chat = ChatConfig.model_validate({"max_tokens": 300})
     client = GatewayClient(url, model, Timeouts(), extra_body={"ignore_eos": True})
     conv = Conversation(chat.effective_scenarios()[0], chat, history.Budget(2048, 300, 16), client,
                         history.TokenizeCounter(client.http, url, model))  # fmt: skip

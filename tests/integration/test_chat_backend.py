@@ -17,9 +17,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ernie_ops import config
 from ernie_ops.chat import history
 from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats, Timeouts
+from ernie_ops.chat.config import ChatConfig, ScenarioConfig
 from ernie_ops.chat.conversation import Conversation
 from tests.conftest import free_port
 from tests.harness import chat_venv, nginx
@@ -39,8 +39,8 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def chat_cfg(**values) -> config.ChatConfig:
-    return config.ChatConfig.model_validate(values)
+def chat_cfg(**values) -> ChatConfig:
+    return ChatConfig.model_validate(values)
 
 
 class Recorder:
@@ -185,7 +185,7 @@ def test_without_the_budget_vllm_refuses_the_same_conversation(stack):
 
 def pasted_doc_scenario():
     """A configured scenario that takes a pasted document (`source_field`); the built-in Docs one retrieves."""
-    return config.ScenarioConfig.model_validate(
+    return ScenarioConfig.model_validate(
         {
             "name": "Pasted",
             "system_prompt": "Answer only from the user's document.",

@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from ernie_ops.chat.client import FRIENDLY, GatewayClient, Timeouts
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import run_batch
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import CopyRequest, CopyWriter
 from tests.conftest import free_port, write_config
 from tests.harness import nginx
@@ -79,7 +79,7 @@ def test_posts_come_back_parseable_through_the_gateway(url, quote_bias):
     async def go(structured: bool):
         client = client_for(url, quote_bias)
         spy = Spy(client)
-        writer = CopyWriter(client, CopyConfig(max_tokens=64, max_attempts=3, structured_output=structured), "SYS", complete=spy)
+        writer = CopyWriter(client, MarketingConfig(max_tokens=64, max_attempts=3, structured_output=structured), "SYS", complete=spy)
         try:
             return await writer.posts(REQ), spy, writer
         finally:
@@ -102,7 +102,7 @@ def test_the_regeneration_counter_counts_real_retries(url, quote_bias):
     async def go():
         client = client_for(url, quote_bias)
         spy = Spy(client)
-        writer = CopyWriter(client, CopyConfig(max_tokens=32, max_attempts=3), "SYS", complete=spy)
+        writer = CopyWriter(client, MarketingConfig(max_tokens=32, max_attempts=3), "SYS", complete=spy)
         try:
             # a limit of 1 character: nearly every post is too long and regenerated until the attempts run out
             return await writer.posts(CopyRequest("杯", "轻", "学生", posts=2, max_chars=1)), spy, writer
@@ -138,7 +138,7 @@ def gbk_products(path: Path) -> Path:
     return path
 
 
-BATCH_CFG = CopyConfig(posts=2, max_chars=30, max_attempts=1, max_tokens=24)
+BATCH_CFG = MarketingConfig(posts=2, max_chars=30, max_attempts=1, max_tokens=24)
 
 
 def test_a_gbk_batch_and_an_interrupted_run_resumed(url, tmp_path):

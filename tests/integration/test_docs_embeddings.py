@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops.config import DocsConfig
 from ernie_ops.docs import ingest
 from ernie_ops.docs.chunk import chunk
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.embed import EmbeddingClient, EmbeddingError
 from ernie_ops.docs.extract import extract
 from ernie_ops.docs.fusion import rrf

@@ -17,9 +17,11 @@ import pytest
 from ernie_ops import config
 from ernie_ops.chat import history
 from ernie_ops.chat.client import GatewayClient, Timeouts
+from ernie_ops.chat.config import ChatConfig
 from ernie_ops.chat.conversation import Conversation
 from ernie_ops.chat.docs_session import NO_ANSWER, DocsSession, Upload
 from ernie_ops.docs import ingest
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.store import Index
 from tests.harness import doc_fixtures
 from tests.harness.tiny_model import SERVED_NAME
@@ -47,15 +49,15 @@ def index_file(tmp_path_factory) -> Path:
     return path
 
 
-def docs_cfg(path: Path, **values) -> config.DocsConfig:
-    return config.DocsConfig.model_validate({"index_file": str(path), **values})
+def docs_cfg(path: Path, **values) -> DocsConfig:
+    return DocsConfig.model_validate({"index_file": str(path), **values})
 
 
-def chat_cfg(path: Path, **values) -> config.ChatConfig:
-    return config.ChatConfig.model_validate({"max_tokens": 32, "docs": {"index_file": str(path)}, **values})
+def chat_cfg(path: Path, **values) -> ChatConfig:
+    return ChatConfig.model_validate({"max_tokens": 32, "docs": {"index_file": str(path)}, **values})
 
 
-def conversation(url: str, chat: config.ChatConfig, user: str, conv_id: str, max_tokens: int | None = None):
+def conversation(url: str, chat: ChatConfig, user: str, conv_id: str, max_tokens: int | None = None):
     client = GatewayClient(url, SERVED_NAME, Timeouts(connect=5, read=60, reply=120))
     budget = history.Budget(MAX_MODEL_LEN, max_tokens or chat.max_tokens, chat.margin_tokens)
     docs = DocsSession(chat.docs, user, conv_id)

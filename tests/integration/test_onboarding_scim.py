@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import config
 from ernie_ops.chat.client import GatewayClient, Timeouts
 from ernie_ops.hr.model import HRError
+from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.plan import Facts, build_plan, fallback_welcome, foreign_links
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder, welcome_writer
@@ -52,8 +52,8 @@ def _unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _cfg(tmp_path: Path, url: str, **hr) -> config.OnboardingConfig:
-    return config.OnboardingConfig.model_validate(
+def _cfg(tmp_path: Path, url: str, **hr) -> OnboardingConfig:
+    return OnboardingConfig.model_validate(
         {
             "hr": {"source": "scim", "url": url, "token_env": TOKEN_ENV, "start_date_attribute": scim_server.START_DATE, **hr},
             "push_log": str(tmp_path / "push.sqlite"),
@@ -81,7 +81,7 @@ def _rows(tmp_path: Path) -> int:
         return conn.execute("SELECT count(*) FROM items").fetchone()[0]
 
 
-async def _open(cfg: config.OnboardingConfig, env: dict, writer, login: str):
+async def _open(cfg: OnboardingConfig, env: dict, writer, login: str):
     connector = connector_for(cfg.hr, env)
     try:
         with PushLog(cfg.push_log) as log:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ernie_ops import config
+from ernie_ops.chat.config import ScenarioConfig
 from ernie_ops.chat.flow import Ask, Busy, Flow, Generate, extract
 from ernie_ops.chat.machine import SESSION, InvalidTransition, Machine, Spec
 from tests.harness.dates import days_from_today
@@ -13,7 +14,7 @@ SCENARIOS = {s.name.split()[-1]: s for s in config.parse("").chat.effective_scen
 DATE = r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?"
 # Field-collecting scenarios as an operator configures them (the built-in Marketing and Onboarding are tools now).
 FIELDS = {
-    "Marketing": config.ScenarioConfig.model_validate({
+    "Marketing": ScenarioConfig.model_validate({
         "name": "文案 fields", "system_prompt": "copywriter",
         "fields": [
             {"name": "product", "label": "产品 product", "aliases": ["产品", "商品", "product"]},
@@ -22,7 +23,7 @@ FIELDS = {
         ],
         "prompt_template": "请为【{product}】撰写3条朋友圈文案，突出【{selling_points}】，面向【{audience}】，每条不超过60字。{request}",
     }),
-    "Onboarding": config.ScenarioConfig.model_validate({
+    "Onboarding": ScenarioConfig.model_validate({
         "name": "入职 fields", "system_prompt": "onboarding",
         "fields": [
             {"name": "department", "label": "部门 department", "aliases": ["部门", "department"]},
@@ -104,7 +105,7 @@ def test_marketing_fields_in_one_message_go_straight_to_generating():
 
 
 def test_a_source_field_scenario_takes_a_pasted_document_whole():
-    pasted = config.ScenarioConfig.model_validate(
+    pasted = ScenarioConfig.model_validate(
         {
             "name": "Pasted",
             "system_prompt": "Answer only from the user's document.",

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from ernie_ops.chat.client import ChatError
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchTooLarge, run_batch
 from ernie_ops.copy.batch_io import BatchFileError
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import ANGLES, CopyWriter
 
 
@@ -63,10 +63,10 @@ class Fake:
             self.active -= 1
 
 
-CFG = CopyConfig(posts=2, max_chars=30, max_attempts=2)
+CFG = MarketingConfig(posts=2, max_chars=30, max_attempts=2)
 
 
-def batch(input_path: Path, output: Path, fake: Fake, cfg: CopyConfig = CFG, concurrency: int = 2, **kw):
+def batch(input_path: Path, output: Path, fake: Fake, cfg: MarketingConfig = CFG, concurrency: int = 2, **kw):
     writer = CopyWriter(None, cfg, "S", complete=fake)
     seen = []
     summary = asyncio.run(
@@ -95,7 +95,7 @@ def test_flags_and_regenerations_reach_the_output_and_the_summary(tmp_path):
     assert summary.posts_flagged == 0
 
     fake = Fake(too_long={"产品1"})
-    cfg = CopyConfig(posts=2, max_chars=30, max_attempts=1)  # no second try: the long posts stay, flagged
+    cfg = MarketingConfig(posts=2, max_chars=30, max_attempts=1)  # no second try: the long posts stay, flagged
     summary, _ = batch(products_csv(tmp_path / "in2.csv", ["产品0", "产品1"]), tmp_path / "out2.csv", fake, cfg)
     assert summary.posts_flagged == 2 and summary.regenerations == 0 and summary.ok  # flagged posts are still a generated row
     rows, _ = batch_io.read_posts(tmp_path / "out2.csv")
@@ -190,7 +190,7 @@ def test_an_output_that_is_not_a_posts_file_is_refused_before_any_request(tmp_pa
 def test_too_many_rows_are_refused(tmp_path):
     products = products_csv(tmp_path / "in.csv", ["a", "b", "c"])
     with pytest.raises(BatchTooLarge, match="max_batch_rows = 2"):
-        batch(products, tmp_path / "out.csv", Fake(), CopyConfig(max_batch_rows=2))
+        batch(products, tmp_path / "out.csv", Fake(), MarketingConfig(max_batch_rows=2))
 
 
 def test_xlsx_output(tmp_path):

@@ -15,10 +15,11 @@ import pytest
 
 from ernie_ops import cli, config
 from ernie_ops.chat import cards
-from ernie_ops.config import ConfigError, CopyConfig
+from ernie_ops.config import ConfigError
 from ernie_ops.copy import batch_io, channels
 from ernie_ops.copy.batch_io import Product
 from ernie_ops.copy.commands import batch_settings
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError, Post, build_messages
 from ernie_ops.copy.rules import check, count_emoji, hashtags
 
@@ -90,7 +91,7 @@ def test_an_unknown_channel_names_the_channels():
 
 def prompt(channel: str | None) -> str:
     req = CopyRequest("保温杯", "保温12小时", "上班族", posts=1, max_chars=140, channel=channel)
-    writer = CopyWriter(None, CopyConfig(), "S", complete=lambda *a, **k: None)
+    writer = CopyWriter(None, MarketingConfig(), "S", complete=lambda *a, **k: None)
     return build_messages("S", req, 1, writer.rules(req))[1]["content"]
 
 
@@ -111,7 +112,7 @@ def test_a_post_breaking_its_channel_is_regenerated_with_the_reason():
         calls.append((messages, max_tokens))
         return json.dumps({"posts": ["热水暖一整天" if len(calls) == 1 else "热水暖一整天 #保温杯#"]}, ensure_ascii=False)
 
-    writer = CopyWriter(None, CopyConfig(), "S", complete=complete)
+    writer = CopyWriter(None, MarketingConfig(), "S", complete=complete)
     post = asyncio.run(writer.post(CopyRequest("保温杯", "", "", posts=1, max_chars=140, channel="weibo"), 1))
     assert post.ok and post.attempts == 2 and post.text.endswith("#保温杯#")
     assert "the channel wants 1-2" in calls[1][0][-1]["content"]
@@ -120,35 +121,35 @@ def test_a_post_breaking_its_channel_is_regenerated_with_the_reason():
 
 def test_max_tokens_come_from_the_channel_unless_configured():
     xhs = CopyRequest("杯", "", "", channel="xiaohongshu")
-    assert CopyWriter(None, CopyConfig(), "S", complete=print).max_tokens(xhs) == 1536
-    assert CopyWriter(None, CopyConfig(max_tokens=300), "S", complete=print).max_tokens(xhs) == 300
-    assert CopyWriter(None, CopyConfig(), "S", complete=print).max_tokens(CopyRequest("杯", "", "")) == 256
+    assert CopyWriter(None, MarketingConfig(), "S", complete=print).max_tokens(xhs) == 1536
+    assert CopyWriter(None, MarketingConfig(max_tokens=300), "S", complete=print).max_tokens(xhs) == 300
+    assert CopyWriter(None, MarketingConfig(), "S", complete=print).max_tokens(CopyRequest("杯", "", "")) == 256
 
 
 # --- the form, the config --------------------------------------------------------------------------------------
 
 
 def test_the_form_takes_a_channel_and_its_limit():
-    cfg = CopyConfig()
+    cfg = MarketingConfig()
     assert CopyRequest.from_form({"product": "杯"}, cfg).channel == "moments"
     assert CopyRequest.from_form({"product": "杯"}, cfg).max_chars == 120
     xhs = CopyRequest.from_form({"product": "杯", "channel": "小红书", "max_chars": ""}, cfg)
     assert (xhs.channel, xhs.max_chars) == ("xiaohongshu", 1000)
     assert CopyRequest.from_form({"product": "杯", "channel": "weibo", "max_chars": "100"}, cfg).max_chars == 100
-    long_weibo = CopyConfig(channel_max_chars={"微博": 2000})
+    long_weibo = MarketingConfig(channel_max_chars={"微博": 2000})
     assert long_weibo.channel_max_chars == {"weibo": 2000}
     assert CopyRequest.from_form({"product": "杯", "channel": "weibo"}, long_weibo).max_chars == 2000
 
 
 def test_an_unknown_channel_in_the_form_is_a_field_error():
     with pytest.raises(FormError) as info:
-        CopyRequest.from_form({"product": "杯", "channel": "抖音", "posts": "0"}, CopyConfig())
+        CopyRequest.from_form({"product": "杯", "channel": "抖音", "posts": "0"}, MarketingConfig())
     assert set(info.value.problems) == {"channel", "posts"}
     assert "抖音" in info.value.problems["channel"] and "小红书" in info.value.problems["channel"]
 
 
 def test_the_form_offers_the_channels_with_their_limits():
-    props = cards.form_props(CopyConfig())
+    props = cards.form_props(MarketingConfig())
     assert props["values"]["channel"] == "moments" and props["values"]["max_chars"] == ""
     assert [(c["name"], c["max_chars"]) for c in props["channels"]] == [("moments", 120), ("weibo", 140), ("xiaohongshu", 1000)]
 
@@ -187,7 +188,7 @@ def test_a_batch_row_names_its_channel(tmp_path):
     read = batch_io.read_products(path)
     assert [(p.row, p.channel) for p in read.rows] == [(2, "xiaohongshu"), (3, "")]
     assert [p.row for p in read.problems] == [4] and "'抖音' is not one of" in read.problems[0].message
-    cfg = CopyConfig(channel="weibo")
+    cfg = MarketingConfig(channel="weibo")
     assert [CopyRequest.from_product(p, cfg).channel for p in read.rows] == ["xiaohongshu", "weibo"]
     assert [CopyRequest.from_product(p, cfg).max_chars for p in read.rows] == [1000, 140]
 
@@ -201,7 +202,7 @@ def test_a_row_without_a_channel_keeps_its_earlier_key():
 
 
 def test_the_cli_options_replace_the_config_defaults():
-    marketing = CopyConfig(channel_max_chars={"weibo": 2000})
+    marketing = MarketingConfig(channel_max_chars={"weibo": 2000})
     row = Product(2, "杯", "轻", "学生")
 
     def request(posts=None, max_chars=None, channel=None) -> CopyRequest:

@@ -14,13 +14,13 @@ from collections.abc import Callable
 import pytest
 
 from ernie_ops.chat.client import ChatError
-from ernie_ops.config import CopyConfig
 from ernie_ops.copy import generate
 from ernie_ops.copy.batch_io import Product
+from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import ANGLES, CopyRequest, CopyWriter, FormError, Post, build_messages, posts_schema, response_format, salvage
 from ernie_ops.copy.rules import Rules, check
 
-CFG = CopyConfig()
+CFG = MarketingConfig()
 
 
 def answer(text: str) -> str:
@@ -60,7 +60,7 @@ def by_angle(messages) -> str:
 
 
 def writer(script: Scripted, **cfg) -> CopyWriter:
-    return CopyWriter(None, CopyConfig(**cfg), "SYSTEM", complete=script)
+    return CopyWriter(None, MarketingConfig(**cfg), "SYSTEM", complete=script)
 
 
 REQ = CopyRequest("保温杯", "316不锈钢，保温12小时", "上班族", "温暖", posts=3, max_chars=20)
@@ -77,7 +77,7 @@ def test_form_strings_from_a_browser_are_trimmed_and_converted():
 
 
 def test_form_empty_numbers_take_the_config_defaults():
-    req = CopyRequest.from_form({"product": "杯", "posts": "", "max_chars": None}, CopyConfig(posts=4, max_chars=30))
+    req = CopyRequest.from_form({"product": "杯", "posts": "", "max_chars": None}, MarketingConfig(posts=4, max_chars=30))
     assert (req.posts, req.max_chars) == (4, 30)
 
 
@@ -117,7 +117,7 @@ def test_form_refuses_a_field_too_long_for_the_prompt():
 
 
 def test_from_product_takes_the_row_values_or_the_defaults():
-    cfg = CopyConfig(posts=2, max_chars=40)
+    cfg = MarketingConfig(posts=2, max_chars=40)
     assert CopyRequest.from_product(Product(2, "杯", "轻", "学生"), cfg) == CopyRequest("杯", "轻", "学生", "", 2, 40, "moments")
     row = Product(3, "杯", "轻", "学生", "酷", 5, 90, "weibo")
     assert CopyRequest.from_product(row, cfg) == CopyRequest("杯", "轻", "学生", "酷", 5, 90, "weibo")
@@ -261,7 +261,7 @@ def test_posts_stop_the_others_when_one_fails():
 
 def test_max_in_flight_bounds_the_requests():
     script = Scripted(default=by_angle)
-    w = CopyWriter(None, CopyConfig(), "S", complete=script, max_in_flight=2)
+    w = CopyWriter(None, MarketingConfig(), "S", complete=script, max_in_flight=2)
     run(w.posts(CopyRequest("杯", "", "", posts=6)))
     assert script.peak == 2 and len(script.calls) == 6
 
@@ -276,7 +276,7 @@ def test_a_raw_control_character_inside_the_post_still_parses():
 def test_a_writer_bounds_its_requests_by_default_below_the_connection_pool():
     # 8 rows x 20 posts (batch_io allows 20 a row) would be 160 requests: over httpx's pool of 100 connections
     script = Scripted(default=answer("好杯"))
-    w = CopyWriter(None, CopyConfig(), "S", complete=script)
+    w = CopyWriter(None, MarketingConfig(), "S", complete=script)
     run(w.posts(CopyRequest("杯", "", "", posts=generate.DEFAULT_MAX_IN_FLIGHT + 10)))
     assert script.peak == generate.DEFAULT_MAX_IN_FLIGHT < 100
 
@@ -309,7 +309,7 @@ class Repeats:
 
 def test_a_near_duplicate_in_the_set_is_regenerated():
     stand_in = Repeats(repeats=1, duplicate="早八通勤不再手冷，保温杯陪你暖一整天")  # the same clauses reordered
-    w = CopyWriter(None, CopyConfig(max_attempts=3), "S", complete=stand_in)
+    w = CopyWriter(None, MarketingConfig(max_attempts=3), "S", complete=stand_in)
     posts = run(w.posts(CopyRequest("保温杯", "保温12小时", "上班族", posts=3, max_chars=60)))
     assert [p.text for p in posts[:2]] == [FIRST, OTHER] and all(p.ok for p in posts)
     assert posts[1].attempts == 2 and posts[0].attempts == posts[2].attempts == 1
@@ -321,7 +321,7 @@ def test_a_near_duplicate_in_the_set_is_regenerated():
 
 def test_a_post_still_a_duplicate_after_its_tries_is_flagged_not_kept_silently():
     stand_in = Repeats(repeats=10)
-    w = CopyWriter(None, CopyConfig(max_attempts=3), "S", complete=stand_in)
+    w = CopyWriter(None, MarketingConfig(max_attempts=3), "S", complete=stand_in)
     posts = run(w.posts(CopyRequest("保温杯", "", "", posts=2, max_chars=60)))
     assert posts[1].text == FIRST and not posts[1].ok and posts[1].attempts == 3
     assert posts[1].flags == ["duplicate_of:1~1.00"]
@@ -330,7 +330,7 @@ def test_a_post_still_a_duplicate_after_its_tries_is_flagged_not_kept_silently()
 
 def test_a_duplicate_with_no_try_left_is_flagged_without_another_request():
     stand_in = Repeats(repeats=10)
-    w = CopyWriter(None, CopyConfig(max_attempts=1), "S", complete=stand_in)
+    w = CopyWriter(None, MarketingConfig(max_attempts=1), "S", complete=stand_in)
     posts = run(w.posts(CopyRequest("保温杯", "", "", posts=2, max_chars=60)))
     assert posts[1].flags == ["duplicate_of:1~1.00"] and posts[1].attempts == 1 and len(stand_in.calls) == 2
 
@@ -344,7 +344,7 @@ def test_posts_that_never_parsed_are_not_compared():
 def test_a_regenerated_card_is_compared_with_the_other_cards():
     # post 2 of the request regenerated alone (a card's button), its siblings' texts given by index
     stand_in = Repeats(repeats=1, duplicate=OTHER + "！")
-    w = CopyWriter(None, CopyConfig(max_attempts=3), "S", complete=stand_in)
+    w = CopyWriter(None, MarketingConfig(max_attempts=3), "S", complete=stand_in)
     post = run(w.post(CopyRequest("保温杯", "", "", posts=3, max_chars=60), 2, [FIRST, None, OTHER]))
     assert post.attempts == 3 and not post.ok and post.flags == ["duplicate_of:3~1.00"]  # OTHER is card 3's
     assert "和第 3 条太像" in stand_in.calls[1][3]["content"]

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ernie_ops.config import EmbeddingsConfig
+from ernie_ops.docs.config import EmbeddingsConfig
 from ernie_ops.docs.embed import EmbeddingClient, EmbeddingError, endpoint, server_message
 
 MODEL = "bge-test"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import config
 from ernie_ops.chat.docs_session import DocsSession
 from ernie_ops.docs import followup, ingest
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.store import Index
 
 
@@ -44,7 +44,7 @@ def test_the_first_question_has_no_context_and_a_chain_reaches_back_to_its_subje
 
 
 def test_a_chat_session_searches_a_follow_up_with_the_question_before_it(tmp_path: Path):
-    c = config.DocsConfig.model_validate({"index_file": str(tmp_path / "docs" / "index.sqlite")})
+    c = DocsConfig.model_validate({"index_file": str(tmp_path / "docs" / "index.sqlite")})
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "logs.txt").write_text("生产环境日志在 Loki 中保留 30 天，冷存储保留 180 天。", encoding="utf-8")

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from benchmarks import docs_quality as dq
-from ernie_ops.config import DocsConfig
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.retrieve import Retriever
 from ernie_ops.docs.store import Scope
 

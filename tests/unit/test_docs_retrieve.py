@@ -6,17 +6,17 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ernie_ops import config
 from ernie_ops.docs import ingest
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.embed import EmbeddingClient
 from ernie_ops.docs.retrieve import Retriever
 from ernie_ops.docs.store import Index, Scope
 from tests.conftest import free_port
 
 
-def setup(tmp_path: Path) -> tuple[config.DocsConfig, EmbeddingClient]:
+def setup(tmp_path: Path) -> tuple[DocsConfig, EmbeddingClient]:
     url = f"http://127.0.0.1:{free_port()}"
-    c = config.DocsConfig.model_validate(
+    c = DocsConfig.model_validate(
         {"index_file": str(tmp_path / "index.sqlite"), "embeddings": {"enabled": True, "url": url, "model": "bge", "timeout_seconds": 2}}
     )
     return c, EmbeddingClient.from_config(c.embeddings)

@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import config
 from ernie_ops.chat.docs_session import DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.docs import ingest
+from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.retrieve import allowed_collections
 from ernie_ops.docs.store import Index
 from ernie_ops.errors import ErnieOpsError
 from tests.harness import doc_fixtures
 
 
-def cfg(tmp_path: Path, **values) -> config.DocsConfig:
-    return config.DocsConfig.model_validate({"index_file": str(tmp_path / "docs" / "index.sqlite"), **values})
+def cfg(tmp_path: Path, **values) -> DocsConfig:
+    return DocsConfig.model_validate({"index_file": str(tmp_path / "docs" / "index.sqlite"), **values})
 
 
-def seed(c: config.DocsConfig, tmp_path: Path) -> None:
+def seed(c: DocsConfig, tmp_path: Path) -> None:
     for collection, text in (("hr", "年假每年五天，需提前三天申请。"), ("it", "VPN 配置：Linux 上安装 openconnect 客户端。")):
         d = tmp_path / collection
         d.mkdir()
@@ -69,7 +69,7 @@ def test_uploads_of_a_previous_run_are_removed_at_start_and_summaries_name_each_
 def test_an_unusable_index_location_is_a_sentence(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    c = config.DocsConfig.model_validate({"index_file": str(blocker / "sub" / "index.sqlite")})
+    c = DocsConfig.model_validate({"index_file": str(blocker / "sub" / "index.sqlite")})
     with pytest.raises(ErnieOpsError, match=r"chat\.docs\.index_file"):
         asyncio.run(DocsSession(c, "alice", "a1").retrieve("x"))
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops import config
 from ernie_ops.chat.client import ChatError, GatewayClient, Timeouts
+from ernie_ops.hr.config import HRConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import HRError
 from ernie_ops.hr.scim import ScimConnector
 from ernie_ops.onboarding import pushlog as pushlog_module
 from ernie_ops.onboarding import service
+from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.plan import Facts, PlanError, build_plan, fallback_welcome
 from ernie_ops.onboarding.pushlog import Item, PushLog, PushLogError
 from ernie_ops.onboarding.service import (
@@ -87,8 +88,8 @@ def write_csv(tmp_path: Path, *rows: str) -> Path:
     return path
 
 
-def make_cfg(tmp_path: Path, templates=TEMPLATES, **hr) -> config.OnboardingConfig:
-    return config.OnboardingConfig.model_validate(
+def make_cfg(tmp_path: Path, templates=TEMPLATES, **hr) -> OnboardingConfig:
+    return OnboardingConfig.model_validate(
         {
             "hr": {"source": "file", "file": str(tmp_path / "hr.csv"), **hr},
             "push_log": str(tmp_path / "push.sqlite"),
@@ -116,7 +117,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def expected_plan(cfg: config.OnboardingConfig):
+def expected_plan(cfg: OnboardingConfig):
     return build_plan(Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜"), cfg.templates)
 
 
@@ -493,7 +494,7 @@ def test_the_file_source_is_the_export_file(tmp_path):
 
 
 def test_the_scim_source_reads_its_token_from_the_environment(tmp_path):
-    hr = config.HRConfig.model_validate(
+    hr = HRConfig.model_validate(
         {"source": "scim", "url": "https://hr.example.com/scim/v2/", "token_env": "HR_TOKEN", "read_timeout_seconds": 4.5}
     )
     connector = connector_for(hr, {"HR_TOKEN": " s3cret\n"})
@@ -508,7 +509,7 @@ def test_the_scim_source_reads_its_token_from_the_environment(tmp_path):
 
 @pytest.mark.parametrize("env", [{}, {"HR_TOKEN": "  "}], ids=["unset", "blank"])
 def test_a_scim_source_without_its_token_keeps_the_app_up_and_every_lookup_says_what_to_fix(tmp_path, env):
-    hr = config.HRConfig.model_validate({"source": "scim", "url": "https://hr.example.com/scim/v2", "token_env": "HR_TOKEN"})
+    hr = HRConfig.model_validate({"source": "scim", "url": "https://hr.example.com/scim/v2", "token_env": "HR_TOKEN"})
     connector = connector_for(hr, env)  # no exception: the chat's other scenarios stay up
     assert isinstance(connector, UnconfiguredConnector)
     problem = config_problem(hr, env)

@@ -15,12 +15,13 @@ import yaml
 
 from ernie_ops import cli, config
 from ernie_ops.chat import server, upload_limits
+from ernie_ops.chat.config import ChatConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = re.compile(r"client_max_body_size (\d+)m;")
 
 
-def chat(max_file_mb: float) -> config.ChatConfig:
+def chat(max_file_mb: float) -> ChatConfig:
     return config.parse(f"chat:\n  docs:\n    max_file_mb: {max_file_mb}\n").chat
 
 
