@@ -11,5 +11,6 @@ Plan of the package (one job per module):
   `CopyWriter`: posts requested concurrently through the gateway, regenerated up to N times, flagged not cut.
 - batch.py: `run_batch`, every row of a products file with bounded concurrency, resumable, a summary.
 - commands.py: `ernie-ops copy batch INPUT -o OUTPUT`.
+- config.py: its config section, `chat.marketing` (MarketingConfig: the form's defaults, the rules, generation).
 - later (the lead): the Chainlit form and cards.
 """

@@ -12,4 +12,5 @@ Modules, one job each:
 - `embed`, `fusion`: the optional dense path (/v1/embeddings) and reciprocal-rank fusion.
 - `cite`: numbered passages for the prompt, markers placed after the sentences they support.
 - `agree`: whether a sentence's numbers, dates, amounts and negations agree with a passage (before `cite` marks it).
+- `config`: its config section, `chat.docs` (DocsConfig, the collections' readers, the embedding server).
 """

@@ -1,6 +1,7 @@
 """HR connectors for the onboarding helper (issue 11, item 5 and 8): who a new employee is.
 
 The plan:
+- `config`: the `chat.onboarding.hr` config section (file or SCIM, URL, timeouts, the token's variable name).
 - `model`: the `Employee` record every connector returns, `HRError` (a `kind` the chat app branches on,
   a friendly bilingual sentence for the chat, a detail for the log) and the checks shared by the
   connectors (a department is required; the start date is parsed, past or future: the onboarding

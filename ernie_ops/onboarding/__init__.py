@@ -1,6 +1,7 @@
 """The new-employee onboarding helper (issue 11, 新员工入职助手).
 
 The plan of the package, one job per module:
+- `config`: its config section, `chat.onboarding` (the HR source from `hr.config`, push log, window, templates).
 - `plan`: the first-week tasks and system guides from templates per department and role (validated
   config), each item with a stable item_id, and the welcome as one item the model writes from the facts
   (name, department, role, start date, manager). The model only personalises the welcome's wording: it
