@@ -18,8 +18,8 @@ import nest_asyncio
 
 from ernie_ops import config
 from ernie_ops.chat import history
-from ernie_ops.chat.client import GatewayClient, Timeouts
 from ernie_ops.chat.conversation import Conversation
+from ernie_ops.client.gateway import GatewayClient, Timeouts
 
 
 class SlowSink:

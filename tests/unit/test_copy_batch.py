@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.chat.client import ChatError
+from ernie_ops.client.gateway import ChatError
 from ernie_ops.config import CopyConfig
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchTooLarge, run_batch

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ernie_ops.chat.client import ChatError
+from ernie_ops.client.gateway import ChatError
 from ernie_ops.config import CopyConfig
 from ernie_ops.copy import generate
 from ernie_ops.copy.batch_io import Product
