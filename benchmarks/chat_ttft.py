@@ -35,7 +35,7 @@ def api_probe(url: str, model: str) -> None:
     """Inside the host: one streamed chat completion; prints the seconds to the first content chunk."""
     import httpx
 
-    from ernie_ops import sse
+    from ernie_ops.client import sse
 
     system = system_prompt()
     body = {"model": model, "messages": [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}],

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from ernie_ops.chat.client import GatewayClient, ReplyStats, Timeouts
+from ernie_ops.client.gateway import GatewayClient, ReplyStats, Timeouts
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchSummary, run_batch
 from ernie_ops.copy.config import MarketingConfig

@@ -5,7 +5,8 @@ Module map (one concern per package; each package's docstring says what lives th
 - `traffic/`   nginx routing, the edge, the cutover runbook, and `canary/` (steps, bake, SLO gate)
 - `host/`      systemd units, ports, `apply` after provisioning, the cutover lock and history
 - `observe/`   metrics, `status`, `top`, logs, monitoring files, cutover marks, `bench`
-- `files/`     YAML and SQLite files kept safe, damaged files kept aside
+- `files/`     YAML and SQLite files kept safe, damaged files kept aside, one atomic write
+- `client/`    the gateway client the apps and `bench` share (streaming, SSE, the one retry rule)
 - `chat/`      the Chainlit app and its conversation logic; `docs/` document Q&A; `copy/` marketing
   copy; `onboarding/` the onboarding helper; `hr/` HR records (SCIM, exports)
 - `config.py` the one YAML config: loading, error reporting, the engine/gateway/cutover sections, and `chat`

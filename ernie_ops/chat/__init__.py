@@ -9,8 +9,7 @@ and the launcher import without it (Chainlit lives in its own venv: its mcp pin 
   flow.py       one session's scenario flow on that machine: ask for missing fields, then generate
   cleanup.py    output clean-up that leaves Markdown and code untouched
   history.py    history cut to the real token budget (vLLM's /tokenize, estimate only as fallback)
-  client.py     streaming replies from the gateway with httpx: timeouts, one safe retry, friendly errors
-  conversation.py  one session end to end (flow -> budget -> stream -> clean-up), behind a `Sink`
+  conversation.py  one session end to end (flow -> budget -> stream from `ernie_ops.client` -> clean-up), behind a `Sink`
   users.py      the users file: scrypt-hashed passwords, `ernie-ops chat-user add`
   server.py     `ernie-ops chat`: checks, Chainlit's config file, READY for systemd, then Chainlit
   app.py        the Chainlit hooks that tie the pieces together

@@ -25,10 +25,10 @@ from typing import Protocol
 
 from ernie_ops.chat import history
 from ernie_ops.chat.cleanup import clean
-from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats
 from ernie_ops.chat.config import ChatConfig, ScenarioConfig
 from ernie_ops.chat.docs_session import NO_ANSWER
 from ernie_ops.chat.flow import Ask, Busy, Flow, Generate
+from ernie_ops.client.gateway import FRIENDLY, ChatError, GatewayClient, ReplyStats
 from ernie_ops.docs import cite
 from ernie_ops.docs.model import Hit
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import chainlit as cl
 
 from ernie_ops.chat.cards import batch_report, form_props, post_props
-from ernie_ops.chat.client import ChatError, GatewayClient
+from ernie_ops.client.gateway import ChatError, GatewayClient
 from ernie_ops.copy import batch_io, channels
 from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
 from ernie_ops.copy.config import MarketingConfig

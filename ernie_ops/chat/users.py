@@ -21,13 +21,12 @@ import hmac
 import os
 import re
 import secrets
-import tempfile
 from pathlib import Path
 
 import yaml
 
 from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, UsageError
-from ernie_ops.files import yamlfile
+from ernie_ops.files import atomic, yamlfile
 
 NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 MIN_PASSWORD = 8
@@ -143,21 +142,16 @@ def _write(path: Path, users: dict[str, str]) -> None:
     """Temp file + rename; an existing file keeps its mode and owner, a new one is 0640 root:ernie."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = HEADER + yaml.safe_dump({"users": dict(sorted(users.items()))}, sort_keys=False, width=200)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        if path.exists():
-            st = path.stat()
-            os.chmod(tmp, st.st_mode & 0o7777)
-            if os.geteuid() == 0:
-                os.chown(tmp, st.st_uid, st.st_gid)
-        else:
-            os.chmod(tmp, 0o640)
-            if os.geteuid() == 0:
-                with contextlib.suppress(KeyError):  # no service group (a developer's machine): the group stays
-                    os.chown(tmp, 0, grp.getgrnam(SERVICE_GROUP).gr_gid)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_text(path, text, new_mode=0o640, prepare=lambda fd: _owner(path, fd))
+
+
+def _owner(path: Path, fd: int) -> None:
+    """As root: the existing file's owner, or root:ernie for a new one."""
+    if os.geteuid() != 0:
+        return
+    if path.exists():
+        st = path.stat()
+        os.fchown(fd, st.st_uid, st.st_gid)
+    else:
+        with contextlib.suppress(KeyError):  # no service group (a developer's machine): the group stays
+            os.fchown(fd, 0, grp.getgrnam(SERVICE_GROUP).gr_gid)

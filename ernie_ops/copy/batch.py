@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ernie_ops.chat.client import ChatError
+from ernie_ops.client.gateway import ChatError
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.copy.generate import CopyRequest, CopyWriter

@@ -66,8 +66,6 @@ import csv
 import hashlib
 import io
 import json
-import os
-import tempfile
 import unicodedata
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -79,6 +77,7 @@ import regex
 from ernie_ops.copy import channels
 from ernie_ops.copy.rules import Problem, count_chars
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files import atomic
 from ernie_ops.files.aside import keep_aside
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -435,20 +434,9 @@ def write_posts(path: Path | str, results: Sequence[PostResult]) -> None:
         payload = text.getvalue().encode("utf-8-sig")
     else:
         payload = _xlsx_bytes(results)
-    tmp: Path | None = None
     try:
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644  # mkstemp's 0600 would hide it from others
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        tmp = Path(tmp_name)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        atomic.write_bytes(path, payload)  # keeps an existing file's mode, 0644 for a new one
     except OSError as e:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
         raise BatchFileError(f"Output file {path} cannot be written ({e.strerror or e}); check the directory and free space.") from None
 
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ernie_ops.chat.client import GatewayClient
+from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.config import Config
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch

@@ -1,2 +1,3 @@
 """Files the tools keep on disk, written so that a crash or a bad byte never loses what was there: YAML
-documents (`yamlfile`), SQLite databases (`sqlite_file`), and a damaged file kept aside (`aside`)."""
+documents (`yamlfile`), SQLite databases (`sqlite_file`), a damaged file kept aside (`aside`), and the one
+atomic replace every other file the tools write goes through (`atomic`)."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from ernie_ops import config as config_mod
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
+from ernie_ops.files import atomic
 from ernie_ops.host import systemd
 from ernie_ops.observe import marks
 from ernie_ops.traffic import cutover as cutover_mod
@@ -243,9 +244,7 @@ def _remember(cfg: Config, applied: dict, records: dict[str, dict]) -> str | Non
     try:
         data = {**applied, **records}
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-        os.replace(tmp, path)
+        atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True))
     except OSError as exc:
         return f"could not record the applied config in {path}: {exc.strerror or exc}"
     return None

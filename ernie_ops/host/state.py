@@ -15,13 +15,13 @@ import errno
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files import atomic
 from ernie_ops.files.aside import keep_aside
 
 HISTORY_LIMIT = 100
@@ -160,18 +160,10 @@ def record(state_dir: Path, entry: dict, active_port: int | None, previous_port:
         st = State(warnings=[f"state file {path} {exc}; kept it as {aside} and started a new history"])
     st.active_port, st.previous_port = active_port, previous_port
     st.history = [*st.history, {"at": now_iso(), **entry}][-HISTORY_LIMIT:]
-    tmp = None
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state-", dir=state_dir)
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 hid the history from `ernie-ops status` run without root
-        with os.fdopen(fd, "w") as f:
-            json.dump(st.as_file(), f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # 0644: 0600 would hide the history from `ernie-ops status` run without root
+        atomic.write_text(path, json.dumps(st.as_file(), indent=2), mode=0o644)
     except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         raise _dir_error(state_dir, exc) from None
     return st

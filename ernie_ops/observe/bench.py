@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
-from ernie_ops import sse
+from ernie_ops.client import sse
+from ernie_ops.client.retry import BeforeFirstByte, send_streamed
 from ernie_ops.traffic.gateway import UPSTREAM_HEADER
 
 
@@ -116,21 +117,22 @@ def summarize(records: list[Record], seconds: float) -> Report:
     )
 
 
-class _BeforeFirstByte(Exception):
-    """Failed before any response byte: the only failure that may be retried."""
+async def _request(client: httpx.AsyncClient, spec: BenchSpec, body: dict, headers: dict) -> Record:
+    rec = Record(ok=False, start=time.perf_counter())
 
+    def attempt(n: int) -> None:  # a retried request is timed from its second sending, and counted apart
+        rec.start, rec.retried = time.perf_counter(), n > 1
 
-async def _one(client: httpx.AsyncClient, spec: BenchSpec, body: dict, headers: dict) -> Record:
-    start = time.perf_counter()
-    rec = Record(ok=False, start=start)
     try:
-        req = client.build_request("POST", f"{spec.url}/v1/completions", json=body, headers=headers)
+
+        def build() -> httpx.Request:
+            return client.build_request("POST", f"{spec.url}/v1/completions", json=body, headers=headers)
+
         try:
-            resp = await client.send(req, stream=True)
-        except (httpx.ReadTimeout, httpx.PoolTimeout):
-            raise  # the server may be working on it: not the reload race, never retried
-        except httpx.TransportError as exc:  # no response byte arrived: connect/reset/closed
-            raise _BeforeFirstByte(type(exc).__name__) from exc
+            resp = await send_streamed(client, build, 2, attempt)
+        except BeforeFirstByte as exc:
+            rec.start, rec.error = time.perf_counter(), f"before first byte (after retry): {type(exc.last).__name__}"
+            return rec
         try:
             rec.upstream = resp.headers.get(UPSTREAM_HEADER, "")
             if resp.status_code != 200:
@@ -142,32 +144,17 @@ async def _one(client: httpx.AsyncClient, spec: BenchSpec, body: dict, headers: 
                     done = True
                     break
                 if rec.ttft is None:
-                    rec.ttft = time.perf_counter() - start
+                    rec.ttft = time.perf_counter() - rec.start
                 rec.tokens += 1
-            rec.e2e = time.perf_counter() - start
+            rec.e2e = time.perf_counter() - rec.start
             rec.ok = done and rec.tokens > 0
             if not rec.ok:
                 rec.cut, rec.error = True, "stream ended without [DONE]"
         finally:
             await resp.aclose()
-    except _BeforeFirstByte:
-        raise
-    except httpx.HTTPError as exc:
+    except httpx.HTTPError as exc:  # a read/pool timeout before the head is never retried: the server may be working on it
         rec.cut = rec.ttft is not None
         rec.error = f"{'cut: ' if rec.cut else ''}{type(exc).__name__}"
-    return rec
-
-
-async def _request(client: httpx.AsyncClient, spec: BenchSpec, body: dict, headers: dict) -> Record:
-    try:
-        return await _one(client, spec, body, headers)
-    except _BeforeFirstByte:
-        pass
-    try:
-        rec = await _one(client, spec, body, headers)
-    except _BeforeFirstByte as exc:
-        rec = Record(ok=False, start=time.perf_counter(), error=f"before first byte (after retry): {exc}")
-    rec.retried = True
     return rec
 
 

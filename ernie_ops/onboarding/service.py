@@ -37,7 +37,7 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol
 
-from ernie_ops.chat.client import ChatError, GatewayClient
+from ernie_ops.client.gateway import ChatError, GatewayClient
 from ernie_ops.hr.config import HRConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import Employee, HRError

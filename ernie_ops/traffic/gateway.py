@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ernie_ops.config import GatewayConfig
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files import atomic
 from ernie_ops.host import systemd
 from ernie_ops.host.systemd import SystemdError
 
@@ -219,24 +219,7 @@ class Gateway:
     # -- writing ---------------------------------------------------------------------------
     def write_upstream(self, text: str) -> None:
         """Atomic replace: a concurrent reload sees the old file or the new one, never half."""
-        directory = self.upstream.parent
-        fd, tmp = tempfile.mkstemp(prefix=".upstream-", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            mode = self.upstream.stat().st_mode & 0o777 if self.upstream.exists() else 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.upstream)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic.write_text(self.upstream, text)  # keeps the file's mode (0644 when new)
 
     def switch(self, port: int) -> None:
         """All traffic to `port` (from one port or a canary split)."""

@@ -17,9 +17,9 @@ import sys
 import nest_asyncio
 
 from ernie_ops.chat import history
-from ernie_ops.chat.client import GatewayClient, Timeouts
 from ernie_ops.chat.config import ChatConfig
 from ernie_ops.chat.conversation import Conversation
+from ernie_ops.client.gateway import GatewayClient, Timeouts
 
 
 class SlowSink:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ernie_ops import sse
+from ernie_ops.client import sse
 
 
 def stream_once(base: str, model: str, max_tokens: int, on_first_chunk=lambda: None) -> dict:

@@ -18,9 +18,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ernie_ops.chat import history
-from ernie_ops.chat.client import FRIENDLY, ChatError, GatewayClient, ReplyStats, Timeouts
 from ernie_ops.chat.config import ChatConfig, ScenarioConfig
 from ernie_ops.chat.conversation import Conversation
+from ernie_ops.client.gateway import FRIENDLY, ChatError, GatewayClient, ReplyStats, Timeouts
 from tests.conftest import free_port
 from tests.harness import chat_venv, nginx
 from tests.harness.fault_server import FaultServer

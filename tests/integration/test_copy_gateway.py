@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops.chat.client import FRIENDLY, GatewayClient, Timeouts
+from ernie_ops.client.gateway import FRIENDLY, GatewayClient, Timeouts
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import run_batch
 from ernie_ops.copy.config import MarketingConfig

@@ -16,10 +16,10 @@ import pytest
 
 from ernie_ops import config
 from ernie_ops.chat import history
-from ernie_ops.chat.client import GatewayClient, Timeouts
 from ernie_ops.chat.config import ChatConfig
 from ernie_ops.chat.conversation import Conversation
 from ernie_ops.chat.docs_session import NO_ANSWER, DocsSession, Upload
+from ernie_ops.client.gateway import GatewayClient, Timeouts
 from ernie_ops.docs import ingest
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.store import Index

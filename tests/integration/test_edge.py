@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from ernie_ops import config, sse
-from ernie_ops.chat.client import ChatError, GatewayClient, ReplyStats
+from ernie_ops.client.gateway import ChatError, GatewayClient, ReplyStats
 from ernie_ops.traffic import gateway
 from tests.harness import nginx, nonretrying
 from tests.harness.tiny_model import SERVED_NAME

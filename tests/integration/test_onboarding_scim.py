@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.chat.client import GatewayClient, Timeouts
+from ernie_ops.client.gateway import GatewayClient, Timeouts
 from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.plan import Facts, build_plan, fallback_welcome, foreign_links

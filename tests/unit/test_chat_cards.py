@@ -58,7 +58,7 @@ def test_batch_report_counts_and_lists_skipped_rows_by_number():
 def test_the_chat_app_and_the_cli_reach_the_configured_gateway_with_the_key_from_the_environment():
     import asyncio
 
-    from ernie_ops.chat.client import GatewayClient
+    from ernie_ops.client.gateway import GatewayClient
 
     cfg = config.parse("gateway: {url: 'http://127.0.0.1:8080'}\nchat: {read_timeout_seconds: 7, extra_body: {top_p: 0.8}}\n")
     client = GatewayClient.from_config(cfg, {"ERNIE_OPS_API_KEY": "k-123"})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.chat.client import ChatError
+from ernie_ops.client.gateway import ChatError
 from ernie_ops.copy import batch_io
 from ernie_ops.copy.batch import BatchTooLarge, run_batch
 from ernie_ops.copy.batch_io import BatchFileError

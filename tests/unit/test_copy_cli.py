@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ernie_ops import cli
-from ernie_ops.chat.client import FRIENDLY
+from ernie_ops.client.gateway import FRIENDLY
 from tests.conftest import free_port
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ernie_ops.chat.client import ChatError
+from ernie_ops.client.gateway import ChatError
 from ernie_ops.copy import generate
 from ernie_ops.copy.batch_io import Product
 from ernie_ops.copy.config import MarketingConfig

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from ernie_ops import config
-from ernie_ops.chat.client import GatewayClient
+from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.errors import UsageError
 from ernie_ops.host import apply
 

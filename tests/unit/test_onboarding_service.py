@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.chat.client import ChatError, GatewayClient, Timeouts
+from ernie_ops.client.gateway import ChatError, GatewayClient, Timeouts
 from ernie_ops.hr.config import HRConfig
 from ernie_ops.hr.export_file import ExportFileConnector
 from ernie_ops.hr.model import HRError

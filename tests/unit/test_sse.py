@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from ernie_ops import sse
+from ernie_ops.client import sse
 
 
 def _stream(texts: list[str]) -> bytes:

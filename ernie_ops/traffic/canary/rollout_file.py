@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.files import atomic
 from ernie_ops.files.aside import keep_aside
 
 FILE = "rollout.json"
@@ -95,16 +95,10 @@ def load(state_dir: Path, keep_corrupt_aside: bool = True) -> Rollout | None:
 
 def save(state_dir: Path, r: Rollout) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".rollout-", dir=state_dir)
     try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(asdict(r), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())  # written ahead of every nginx change: it must be there after a crash
-        os.replace(tmp, state_dir / FILE)
+        # fsynced: written ahead of every nginx change, it must be there after a crash
+        atomic.write_text(state_dir / FILE, json.dumps(asdict(r), indent=1), mode=0o644)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise RolloutFileError(f"cannot write {state_dir / FILE}: {exc.strerror or exc}") from None
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ernie_ops import sse
+from ernie_ops.client import sse
+from ernie_ops.client.retry import BeforeFirstByte, send_streamed
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.traffic.gateway import UPSTREAM_HEADER
 
@@ -67,10 +68,6 @@ class ReplyStats:
     tokens: int = 0
     finish_reason: str | None = None
     seconds: float = 0.0
-
-
-class _BeforeFirstByte(Exception):
-    """No response byte arrived: the only failure that may be retried."""
 
 
 def _status_error(status: int, body: str) -> ChatError:
@@ -124,16 +121,16 @@ class GatewayClient:
 
     async def _open(self, body: dict, stats: ReplyStats) -> httpx.Response:
         url = f"{self.base_url}/v1/chat/completions"
-        last: Exception | None = None
-        for attempt in (1, 2):
-            stats.attempts = attempt
-            try:
-                return await self.http.send(self.http.build_request("POST", url, json=body), stream=True)
-            except (httpx.ReadTimeout, httpx.PoolTimeout) as exc:
-                raise ChatError("timeout", f"no response head within {self.timeouts.read:g}s ({type(exc).__name__})") from None
-            except httpx.TransportError as exc:  # connect refused/reset, closed unanswered: nothing was processed
-                last = exc
-        raise ChatError("down", f"{self.base_url}: {type(last).__name__}: {last} (after one retry)")
+
+        def attempt(n: int) -> None:
+            stats.attempts = n
+
+        try:
+            return await send_streamed(self.http, lambda: self.http.build_request("POST", url, json=body), 2, attempt)
+        except (httpx.ReadTimeout, httpx.PoolTimeout) as exc:
+            raise ChatError("timeout", f"no response head within {self.timeouts.read:g}s ({type(exc).__name__})") from None
+        except BeforeFirstByte as exc:
+            raise ChatError("down", f"{self.base_url}: {type(exc.last).__name__}: {exc.last} (after one retry)") from None
 
     async def stream(
         self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None, extra: dict | None = None
