@@ -55,7 +55,7 @@ class VllmConfig(_Section):
     gpu_memory_utilization: float = Field(0.45, gt=0.0, le=0.98)
     max_num_seqs: int = Field(256, ge=1, le=4096)
     enable_prefix_caching: bool = True
-    # CUDA graphs stay on for this dense model on GPU (facts.md); CPU hosts may turn this on to start faster.
+    # CUDA graphs stay on for this dense model on GPU (eager mode costs it throughput there); CPU hosts may turn this on to start faster.
     enforce_eager: bool = False
     shutdown_drain_seconds: int = Field(30, ge=0, le=3600)
     stop_grace_seconds: float = Field(10.0, ge=1.0, le=600.0)
@@ -217,7 +217,7 @@ class CutoverConfig(_Section):
 
 
 class ChatFieldConfig(_Section):
-    """One piece of information a scenario collects before it generates (the article's collecting_info)."""
+    """One piece of information a scenario collects before it generates (the collecting_info state)."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="placeholder name in prompt_template")
     label: str = Field(min_length=1, description="how the app asks for it, e.g. 电话 / phone")
@@ -244,7 +244,7 @@ class ScenarioConfig(_Section):
     fields: list[ChatFieldConfig] = Field(default_factory=list)
     prompt_template: str | None = Field(None, description="the first request once every field is known; {request} + field names")
     starters: list[str] = Field(default_factory=list, max_length=6)
-    source_field: str | None = Field(None, description="a field shown beside each reply as its source (the article's 引用溯源)")
+    source_field: str | None = Field(None, description="a field shown beside each reply as its source (引用溯源: the reader can check it)")
     retrieval: bool = Field(False, description="answer from the indexed documents (chat.docs) with numbered sources; file upload on")
     tool: Literal["copy", "onboarding"] | None = Field(
         None, description="copy: marketing-copy form, cards, batch files (chat.marketing); onboarding: HR-fed helper (chat.onboarding)"
@@ -507,7 +507,7 @@ class ChatConfig(_Section):
         return scenarios
 
     def effective_scenarios(self) -> list[ScenarioConfig]:
-        """The configured scenarios, or the built-in ones (the article's business scenarios)."""
+        """The configured scenarios, or the built-in ones (`chat.scenarios`)."""
         if self.scenarios is not None:
             return list(self.scenarios)
         from ernie_ops.chat.scenarios import BUILTIN

@@ -2,8 +2,8 @@
 
 Login: Chainlit password auth against the users file (scrypt hashes), chosen over header auth from
 nginx because it needs nothing but the app and the file, and it works the same by hand. Chat
-profiles are the scenarios; a session's `Conversation` lives in `cl.user_session` (memory only, as
-in the article: a restart or a new chat starts fresh).
+profiles are the scenarios; a session's `Conversation` lives in `cl.user_session` (memory only: a
+restart or a new chat starts fresh, nothing of a chat is stored).
 """
 
 from __future__ import annotations

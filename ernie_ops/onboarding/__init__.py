@@ -1,4 +1,4 @@
-"""The new-employee onboarding helper (issue 11, 新员工入职助手).
+"""The new-employee onboarding helper (新员工入职助手).
 
 The plan of the package, one job per module:
 - `plan`: the first-week tasks and system guides from templates per department and role (validated

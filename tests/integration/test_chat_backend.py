@@ -236,8 +236,8 @@ def test_articles_estimate_undercounts_and_the_fallback_never_does(stack):
     real = run(go())
     for name, text in samples.items():
         assert history.estimate([{"role": "user", "content": text}]) >= real[name], name
-    article = len(samples["chinese"]) // 4 + 10  # the article's `len(msg.content) // 4 + 10`
-    print(f"\nreal tokens {real}; the article's estimate for the Chinese sample: {article}")
+    article = len(samples["chinese"]) // 4 + 10  # the common `len(msg.content) // 4 + 10` estimate
+    print(f"\nreal tokens {real}; the len//4+10 estimate for the Chinese sample: {article}")
     assert article < real["chinese"]
 
 
