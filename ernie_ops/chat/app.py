@@ -22,6 +22,7 @@ from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.copy_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.onboarding_ui import build_onboarding
+from ernie_ops.docs.embed import EmbeddingClient
 from ernie_ops.errors import ConfigError, ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
@@ -36,8 +37,6 @@ log.info("chat app: gateway %s, model %s, scenarios: %s", CLIENT.base_url, CFG.m
 DOCS = CHAT.docs
 EMBED = None
 if DOCS.embeddings.enabled:
-    from ernie_ops.docs.embed import EmbeddingClient
-
     EMBED = EmbeddingClient.from_config(DOCS.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
 try:
     if dropped := forget_all_uploads(DOCS):
