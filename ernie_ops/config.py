@@ -47,7 +47,7 @@ class VllmConfig(Section):
     gpu_memory_utilization: float = Field(0.45, gt=0.0, le=0.98)
     max_num_seqs: int = Field(256, ge=1, le=4096)
     enable_prefix_caching: bool = True
-    # CUDA graphs stay on for this dense model on GPU (facts.md); CPU hosts may turn this on to start faster.
+    # CUDA graphs stay on for this dense model on GPU (eager mode costs it throughput there); CPU hosts may turn this on to start faster.
     enforce_eager: bool = False
     shutdown_drain_seconds: int = Field(30, ge=0, le=3600)
     stop_grace_seconds: float = Field(10.0, ge=1.0, le=600.0)

@@ -3,7 +3,7 @@
 Only `app.py` and `server.py` import Chainlit; everything else is plain Python that the unit tests
 and the launcher import without it (Chainlit lives in its own venv: its mcp pin clashes with vLLM's):
 
-  scenarios.py  the article's business scenarios, as data (the config can replace them)
+  scenarios.py  the built-in business scenarios, as data (the config can replace them)
   config.py     the `chat` config section (ChatConfig, scenarios), composing docs/, copy/ and onboarding/'s sections
   machine.py    a small declarative state machine (idle / collecting_info / generating)
   flow.py       one session's scenario flow on that machine: ask for missing fields, then generate

@@ -2,8 +2,8 @@
 
 Login: Chainlit password auth against the users file (scrypt hashes), chosen over header auth from
 nginx because it needs nothing but the app and the file, and it works the same by hand. Chat
-profiles are the scenarios; a session's `Conversation` lives in `cl.user_session` (memory only, as
-in the article: a restart or a new chat starts fresh).
+profiles are the scenarios; a session's `Conversation` lives in `cl.user_session` (memory only: a
+restart or a new chat starts fresh, nothing of a chat is stored).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ernie_ops.chat.copy_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.onboarding_ui import build_onboarding
 from ernie_ops.client.gateway import GatewayClient
+from ernie_ops.docs.embed import EmbeddingClient
 from ernie_ops.errors import ConfigError, ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
@@ -36,8 +37,6 @@ log.info("chat app: gateway %s, model %s, scenarios: %s", CLIENT.base_url, CFG.m
 DOCS = CHAT.docs
 EMBED = None
 if DOCS.embeddings.enabled:
-    from ernie_ops.docs.embed import EmbeddingClient
-
     EMBED = EmbeddingClient.from_config(DOCS.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
 try:
     if dropped := forget_all_uploads(DOCS):

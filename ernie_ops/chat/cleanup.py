@@ -1,6 +1,6 @@
-"""Output clean-up of a finished reply (the article's 3.4) that never changes Markdown or code.
+"""Output clean-up of a finished reply that never changes Markdown or code.
 
-The article's three rules, and why they are not copied as written:
+The three usual clean-up regexes, and why they are not used as written:
 - `re.sub(r'\\n\\s*\\n', '\\n\\n', text)` also runs inside code blocks (PEP 8's two blank lines
   between functions become one) - here blank lines are collapsed in prose only.
 - `re.sub(r'([，。！？；：])\\s+', r'\\1', text)`: `\\s` matches line breaks, so "步骤：\\n\\n1. …" becomes

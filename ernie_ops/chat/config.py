@@ -17,7 +17,7 @@ from ernie_ops.onboarding.config import OnboardingConfig
 
 
 class ChatFieldConfig(Section):
-    """One piece of information a scenario collects before it generates (the article's collecting_info)."""
+    """One piece of information a scenario collects before it generates (the collecting_info state)."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="placeholder name in prompt_template")
     label: str = Field(min_length=1, description="how the app asks for it, e.g. 电话 / phone")
@@ -44,7 +44,7 @@ class ScenarioConfig(Section):
     fields: list[ChatFieldConfig] = Field(default_factory=list)
     prompt_template: str | None = Field(None, description="the first request once every field is known; {request} + field names")
     starters: list[str] = Field(default_factory=list, max_length=6)
-    source_field: str | None = Field(None, description="a field shown beside each reply as its source (the article's 引用溯源)")
+    source_field: str | None = Field(None, description="a field shown beside each reply as its source (引用溯源: the reader can check it)")
     retrieval: bool = Field(False, description="answer from the indexed documents (chat.docs) with numbered sources; file upload on")
     tool: Literal["copy", "onboarding"] | None = Field(
         None, description="copy: marketing-copy form, cards, batch files (chat.marketing); onboarding: HR-fed helper (chat.onboarding)"
@@ -104,7 +104,7 @@ class ChatConfig(Section):
         return scenarios
 
     def effective_scenarios(self) -> list[ScenarioConfig]:
-        """The configured scenarios, or the built-in ones (the article's business scenarios)."""
+        """The configured scenarios, or the built-in ones (`chat.scenarios`)."""
         if self.scenarios is not None:
             return list(self.scenarios)
         return [ScenarioConfig.model_validate(s) for s in BUILTIN]

@@ -10,9 +10,9 @@ Counting: /tokenize with the very messages and chat template the completion will
 grows with every turn kept, so the most turns that fit are found by bisection: one call when the
 whole history fits (the usual case), about 2 + log2(turns) when it does not.
 
-The article estimated `len(text) // 4 + 10` per message ("the ERNIE tokenizer is not published";
-it is, and vLLM serves it): that under-counts Chinese several-fold (about one token per character),
-so a long Chinese chat overflowed. The fallback here is an upper bound instead: one token per UTF-8
+The common estimate `len(text) // 4 + 10` per message (used because "the ERNIE tokenizer is not published";
+it is, and vLLM serves it) under-counts Chinese several-fold (about one token per character),
+so a long Chinese chat would overflow. The fallback here is an upper bound instead: one token per UTF-8
 byte plus template overhead, since every token of a byte-level BPE or of SentencePiece with byte
 fallback covers at least one byte. Overestimating only drops more history; it never overflows.
 """

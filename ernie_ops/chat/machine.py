@@ -1,7 +1,7 @@
 """A small declarative state machine: states and transitions are data, `fire` is the only mover.
 
-The article's session states (idle / collecting_info / generating) were strings set from anywhere
-in the handlers; here every allowed move is listed once, so a scenario cannot reach a state by a
+Session states (idle / collecting_info / generating) kept as strings set from anywhere in the
+handlers drift; here every allowed move is listed once, so a scenario cannot reach a state by a
 path nobody wrote down, and a forbidden event (a second message while generating) is an error the
 app turns into a polite answer instead of a corrupted session.
 """
@@ -40,7 +40,7 @@ class Spec:
         return sorted({e for s, e in self.transitions if s in (state, "*")})
 
 
-# The article's session machine (its section 3.3), shared by every scenario.
+# The session machine every scenario shares: a new state or move is added here, nowhere else.
 SESSION = Spec(
     initial="idle",
     transitions={

@@ -1,14 +1,14 @@
-"""The article's business scenarios (its 3.3 and 4.2) as data: chat profiles of the app.
+"""The built-in business scenarios as data: chat profiles of the app.
 
 `chat.scenarios` in the config replaces this list; each entry has the schema of
-`chat.config.ScenarioConfig`. A scenario with `fields` first collects them (the article's
-collecting_info state; its keyword test `"电话" in text and "地址" in text` accepted a message that
-merely mentioned the words, here a value must be given and must match the field's pattern), then
+`chat.config.ScenarioConfig`. A scenario with `fields` first collects them (the
+collecting_info state; a keyword test such as `"电话" in text and "地址" in text` would accept a message that
+merely mentioned the words: here a value must be given and must match the field's pattern), then
 sends `prompt_template` filled with them and keeps them in the system prompt for follow-ups.
 
-The article's document Q&A retrieves passages from a vector store: here `retrieval: true` searches
+Document Q&A: `retrieval: true` searches
 the SQLite index of `ernie_ops.docs` (the operator's collections and the user's uploads) and the
-reply links each passage it rests on (the article's 引用溯源). A scenario with `source_field` instead
+reply links each passage it rests on (引用溯源). A scenario with `source_field` instead
 takes a pasted document and shows it under the reply.
 """
 

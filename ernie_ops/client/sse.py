@@ -1,7 +1,8 @@
 """Server-sent events from vLLM, split on "\\n" only.
 
 httpx's `aiter_lines()`/`iter_lines()` also split on U+2028 and U+0085, which appear inside
-JSON strings of generated text and break the `data:` payload (facts.md). Bytes are split here.
+JSON strings of generated text and break the `data:` payload (a U+2028 in a reply
+splits one event in two). Bytes are split here.
 """
 
 from __future__ import annotations

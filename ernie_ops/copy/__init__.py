@@ -1,6 +1,7 @@
-"""Marketing copy (营销文案, issue 11): pure parts first, wired into the CLI and the chat app later.
+"""Marketing copy (营销文案, the `chat.marketing` config section): posts for a product on a channel, one at a
+time from the chat app's form or a whole products file from `ernie-ops copy batch`.
 
-Plan of the package (one job per module):
+One job per module (none imports Chainlit; the chat app's form and cards are `chat/copy_ui.py` and `chat/cards.py`):
 - rules.py: counting characters as a person counts them, the length and forbidden-word checks of one post
   (checks only: a post is never cut), and parsing the model's structured output {"posts": [...]}.
 - batch_io.py: reading a products file (CSV in UTF-8/BOM/GBK, or XLSX, decided by content), row problems
@@ -10,7 +11,6 @@ Plan of the package (one job per module):
 - generate.py: the form's request (every bad field at once), the prompt and JSON schema of one post, and
   `CopyWriter`: posts requested concurrently through the gateway, regenerated up to N times, flagged not cut.
 - batch.py: `run_batch`, every row of a products file with bounded concurrency, resumable, a summary.
-- commands.py: `ernie-ops copy batch INPUT -o OUTPUT`.
+- commands.py: `ernie-ops copy batch INPUT -o OUTPUT` (registered by `cli/copy.py`).
 - config.py: its config section, `chat.marketing` (MarketingConfig: the form's defaults, the rules, generation).
-- later (the lead): the Chainlit form and cards.
 """

@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from ernie_ops.docs.extract import Limits
+from ernie_ops.docs.extract import Limits, as_document_error, extract_raw
 from ernie_ops.docs.model import DocumentError, Extracted, Section
 
 FAULT_ENV = "ERNIE_OPS_DOCS_FAULT"
@@ -190,8 +190,6 @@ def _child() -> int:
     limit = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings about damaged files would only be noise on stderr
-    from ernie_ops.docs.extract import as_document_error, extract_raw
-
     try:
         fault = os.environ.get(FAULT_ENV, "")
         if fault:

@@ -102,6 +102,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ernie_ops.docs import tokens
 from ernie_ops.docs.model import Chunk, Hit
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.files.sqlite_file import Kind, open_database, os_problem
@@ -211,12 +212,6 @@ class Stats:
     dimension: int | None  # of the dense vectors, None when there are none
 
 
-def _tokens():
-    from ernie_ops.docs import tokens  # imported late: a sibling module, and only needed once text moves
-
-    return tokens
-
-
 def _token_source_name() -> str:
     return TOKEN_SOURCE if INDEX_HEADINGS else "passage"
 
@@ -227,7 +222,7 @@ def _heading_token_count(heading: tuple[str, ...], tokenizer: str) -> int:
     are apart (a newline ends every token and CJK run), so the column's tokens are the path's, then the text's."""
     if not INDEX_HEADINGS or not heading:
         return 0
-    return len(_tokens().tokenize(" > ".join(heading), tokenizer))
+    return len(tokens.tokenize(" > ".join(heading), tokenizer))
 
 
 def token_source(text: str, heading: Sequence[str]) -> str:
@@ -388,7 +383,7 @@ class Index:
         source = _token_source_name()
         if self._meta("tokenizer") == self.tokenizer and self._meta("token_source") == source:
             return
-        tok = _tokens()
+        tok = tokens
         if self.tokenizer not in tok.TOKENIZERS:
             raise StoreError(f"unknown tokenizer {self.tokenizer!r} for the document index; use one of {', '.join(tok.TOKENIZERS)}")
         self._conn.execute(f"PRAGMA busy_timeout = {REBUILD_WAIT_MS}")
@@ -527,7 +522,7 @@ class Index:
             raise StoreError(f"{name}: a conversation's document needs its owner; pass owner= as well")
         if vectors is not None and len(vectors) != len(chunks):
             raise StoreError(f"{name}: {len(vectors)} vectors for {len(chunks)} passages; embed every passage once")
-        tok = _tokens()
+        tok = tokens
         token_texts = [tok.index_text(token_source(c.text, c.heading), self.tokenizer) for c in chunks]  # before the lock: the slow part
         counts = _term_counts(token_texts)
         added_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -678,7 +673,7 @@ class Index:
 
     def search(self, question: str, scope: Scope, k: int = 5) -> list[Hit]:
         """The k passages the scope may see that best match the question (BM25), with coverage filled."""
-        tok = _tokens()
+        tok = tokens
         terms = list(dict.fromkeys(t for t in tok.query_terms(question, self.tokenizer) if t))
         if not terms or k < 1:
             return []

@@ -15,7 +15,7 @@ apply  Brings each service up to date with its inputs, one decision per service:
 Truth is read, not remembered: "changed after the start" compares file times with systemd's own
 start timestamp of the running process, so a provisioning run that died before applying still
 applies on the next run, and a second run finds nothing to do. Every host operation goes through
-`Host`, so the decisions are unit-tested without systemd.
+the `Host` protocol (`RealHost` on a real host), so the decisions are unit-tested without systemd.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ernie_ops import config as config_mod
 from ernie_ops.config import Config
@@ -156,18 +156,43 @@ def unit_inputs(props: dict[str, str], extra: list[str]) -> list[str]:
     return [p for p in [*paths, *extra] if p]
 
 
-# -- host operations (injected for tests) ---------------------------------------------------------
-@dataclass
-class Host:
-    props: Callable[[str], dict[str, str]] = lambda unit: systemd.show(unit, *UNIT_PROPS)
-    path_time: Callable[[str], float | None] = path_time
-    now: Callable[[], tuple[float, float]] = lambda: (time.time(), time.monotonic())
-    systemctl: Callable[[str, str, float], None] = lambda verb, unit, timeout: systemd.run_verb(verb, unit, timeout)
-    cutover: Callable[[Config, int, float], dict] | None = None  # default: cutover.Cutover(...).run()
+# -- host operations ---------------------------------------------------------------------------
+class Host(Protocol):
+    """What `apply` asks of the host, behind one small interface (the style of `traffic.hostops.HostOps`), so its
+    decisions are unit-tested against a fake host and run on the real one via `RealHost`."""
+
+    def props(self, unit: str) -> dict[str, str]:
+        """systemd's UNIT_PROPS of `unit` (ActiveState, start timestamp, the files a start reads)."""
+
+    def path_time(self, path: str) -> float | None:
+        """When `path` last changed as a start would see it (module `path_time`); None when it does not exist."""
+
+    def now(self) -> tuple[float, float]:
+        """(wall clock, monotonic clock) read together: a start's monotonic stamp becomes a wall time."""
+
+    def systemctl(self, verb: str, unit: str, timeout: float) -> None:
+        """`systemctl VERB UNIT`; raises systemd.StartFailed / SystemdError with the unit's own reason."""
 
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
-        if self.cutover is not None:
-            return self.cutover(cfg, target, start_timeout)
+        """A cutover to `target` as the runbook reports it (`CutoverResult.as_dict()`)."""
+
+
+class RealHost:
+    """The host as it is: systemctl and systemd's properties, the file system, real clocks, the cutover runbook."""
+
+    def props(self, unit: str) -> dict[str, str]:
+        return systemd.show(unit, *UNIT_PROPS)
+
+    def path_time(self, path: str) -> float | None:
+        return path_time(path)
+
+    def now(self) -> tuple[float, float]:
+        return time.time(), time.monotonic()
+
+    def systemctl(self, verb: str, unit: str, timeout: float) -> None:
+        systemd.run_verb(verb, unit, timeout)
+
+    def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         plan = rollout.Plan.chosen(cfg.cutover)  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
         return cutover_mod.Cutover(cfg, target, timeouts=cutover_mod.Timeouts(start=start_timeout), plan=plan).run().as_dict()
 
@@ -370,7 +395,7 @@ def apply(
 ) -> ApplyResult:
     if mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-    host = host or Host()
+    host = host or RealHost()
     res = ApplyResult(check)
     applied = _applied(cfg)  # the digest each running process started with, read once
     settled: list[tuple[str, str, list[str]]] = []  # (service, unit, inputs) to record after acting

@@ -1,6 +1,6 @@
-"""HR connectors for the onboarding helper (issue 11, item 5 and 8): who a new employee is.
+"""HR connectors for the onboarding helper: who a new employee is.
 
-The plan:
+One job per module:
 - `config`: the `chat.onboarding.hr` config section (file or SCIM, URL, timeouts, the token's variable name).
 - `model`: the `Employee` record every connector returns, `HRError` (a `kind` the chat app branches on,
   a friendly bilingual sentence for the chat, a detail for the log) and the checks shared by the
@@ -13,7 +13,8 @@ The plan:
 - `commands`: `ernie-ops hr check FILE`, an export read with `export_file`'s parsing and every record
   checked (Ansible's `validate:` before a new export replaces the installed one).
 
-Both connectors expose `find(user_name=..., employee_number=...) -> Employee` and raise only `HRError`.
-Not wired yet: the config section (base URL, timeouts, the token from the EnvironmentFile) and the chat
-app's onboarding profile come later.
+Both connectors expose `find(user_name=..., employee_number=...) -> Employee` and raise only `HRError`:
+the chat app (`chat/onboarding_ui.py`, through `onboarding.service`) branches on its `kind`, so a
+connector must never let another exception out. `onboarding.service.connector_for` picks the connector
+from the `hr` config section (the token comes from the environment, never the config file).
 """

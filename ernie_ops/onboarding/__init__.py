@@ -1,4 +1,4 @@
-"""The new-employee onboarding helper (issue 11, 新员工入职助手).
+"""The new-employee onboarding helper (新员工入职助手).
 
 The plan of the package, one job per module:
 - `config`: its config section, `chat.onboarding` (the HR source from `hr.config`, push log, window, templates).

@@ -1,5 +1,5 @@
 """The onboarding plan for one new employee: the welcome (written by the model later), the first-week
-tasks and the system guides, from templates per department and role in config (issue 11, item 6).
+tasks and the system guides, from templates per department and role in config.
 
 Templates (a config-shaped dict, validated with pydantic; every problem reported at once as a ConfigError):
 

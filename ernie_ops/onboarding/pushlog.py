@@ -1,7 +1,7 @@
 """The onboarding push log: one SQLite file under the state directory recording, per employee, each item
 pushed (the welcome, each first-week task, each system guide) and when it was confirmed (已确认).
 
-Rules it keeps (issue 11, items 7-8):
+Rules it keeps (the chat app and a second session rely on them):
 - An item is keyed (employee, item_id), UNIQUE. `push` inserts only what is not there yet (INSERT ... ON
   CONFLICT DO NOTHING) and returns the employee's items as stored, so a second session, a reload or a
   reconnect shows the same items, pushes nothing new and never changes the content of an item already

@@ -1,4 +1,4 @@
-"""The onboarding helper's service layer (issue 11, items 5-8): what the chat app calls, without Chainlit.
+"""The onboarding helper's service layer: what the chat app calls, without Chainlit.
 
     connector = connector_for(cfg.hr, os.environ)          # at app start; never raises for a missing token
     helper = Onboarding(cfg, finder(connector, cfg.hr.lookup), PushLog(cfg.push_log),

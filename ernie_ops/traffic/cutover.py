@@ -18,7 +18,7 @@ drained and stopped, and the state file gets the record the crashed run did not 
 the instance the state file still names as active).
 
 Everything done to the host goes through `host` (ernie_ops/traffic/hostops.py: `RealHost` unless one is
-given), so the undo logic is unit-tested against a fake host (tests/unit/test_cutover_runbook.py).
+given), so the undo logic is unit-tested against a fake host (tests/harness/runbook_host.py).
 On a failure the result says where traffic is (`traffic`: the port that answered through the
 gateway, `where`: the sentence the CLI prints), from one request through the gateway.
 

@@ -2,7 +2,7 @@
 """Reload the edge nginx (nginx/ernie-edge.conf) without losing a request of a client that never retries.
 
 A reload closes every idle keep-alive connection at once; a client that sends on one at that instant gets a reset
-before any byte (1-4 lost requests per reload, issue 3). The edge keeps client keep-alive on (a TLS handshake per
+before any byte (1-4 lost requests per reload, measured). The edge keeps client keep-alive on (a TLS handshake per
 request costs twice the TTFT a network away), so its reloads (a renewed certificate, a new configuration) drain
 first:
   1. `nginx -t`: a configuration nginx would refuse changes nothing, not even the drain;

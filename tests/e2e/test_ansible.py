@@ -360,8 +360,8 @@ def _applied(run: provision.Run) -> list[str]:
 
 
 def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing_a_request(fleet, first_run):
-    """upgrade.yml with a new model version and a changed vLLM setting (issue 9's bug: a changed setting on a
-    serving host never reached traffic), watched (canary step + bake), one host at a time, under load. site.yml
+    """upgrade.yml with a new model version and a changed vLLM setting (a changed setting must
+    reach a serving host's traffic, not only its files), watched (canary step + bake), one host at a time, under load. site.yml
     reaches the same `ernie-ops apply` through the same ernie_ops role task, so one load phase proves both."""
     assert first_run.rc == 0, "needs the first run"
     before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _served_max_model_len(sb)) for name, sb in fleet.inference.items()}
@@ -449,7 +449,7 @@ def test_an_edge_change_is_applied_by_a_draining_reload_that_loses_no_request(fl
 
 def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run, kb, hr):
     """A person is logged in (Chromium in ans-a's network namespace, through the HTTPS edge) when the operator changes chat.app_name, adds a
-    document collection and the HR system's token and export (issue 11 item 5): the app restarts once (it reads its
+    document collection and the HR system's token and export: the app restarts once (it reads its
     config and chat.env once), the engine does not move, and the open page reconnects by itself and answers the next
     message without a new login. The token lands in chat.env (0600 root) and the restarted app's environment, never
     in the output; the export at chat.onboarding.hr.file for the app's user."""
@@ -628,7 +628,7 @@ def test_an_instance_that_cannot_start_ends_the_role_with_the_launchers_reason_a
 
 
 def test_operator_errors_on_a_serving_host_are_sentences_and_disturb_nothing(fleet, first_run):
-    """Issue 9's list, tried on a provisioned host that serves: each mistake gets one sentence naming what is
+    """The usual operator mistakes, tried on a provisioned host that serves: each mistake gets one sentence naming what is
     wrong and what to do, a non-zero exit, no traceback, and the routed instance keeps serving throughout."""
     assert first_run.rc == 0, "needs the first run"
     try_operator_errors(fleet.hosts["ans-a"], routed=ROUTED, spare=SPARE)

@@ -24,8 +24,8 @@ from ernie_ops.docs import ingest
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.store import Index
 from tests.harness import doc_fixtures
+from tests.harness.chat_backend import Recorder, settled_counters
 from tests.harness.tiny_model import SERVED_NAME
-from tests.integration.test_chat_backend import Recorder, settled_counters
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "docs_corpus"
 MAX_MODEL_LEN = 2048  # tests.conftest.write_config

@@ -160,7 +160,7 @@ def test_long_conversation_is_cut_to_the_budget_without_errors(chat, sb):
     assert all(x["exact"] == "True" and int(x["prompt_tokens"]) <= int(x["limit"]) for x in lines)  # ... by the real count
 
 
-# --- document Q&A (issue 10): the operator's collection, uploads, sources in the side panel, isolation ---
+# --- document Q&A: the operator's collection, uploads, sources in the side panel, isolation ---
 
 
 def test_docs_with_nothing_indexed_asks_for_files_then_answers_from_them(chat, sb, tmp_path_factory):
@@ -267,7 +267,7 @@ def test_docs_another_user_never_gets_alices_upload(chat, sb):
     assert "部署手册.pdf" not in reply.text and "guide.md" not in reply.text, reply.text
 
 
-# --- marketing copy and onboarding (issue 11): form, cards, clipboard, regenerate, batch, confirm ---
+# --- marketing copy and onboarding: form, cards, clipboard, regenerate, batch, confirm ---
 
 COPY_PROFILE = "营销文案 Marketing"
 ONBOARDING_PROFILE = "入职助手 Onboarding"

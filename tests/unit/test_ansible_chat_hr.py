@@ -1,4 +1,4 @@
-"""The ernie_chat role's HR inputs (issue 11 item 5), run for real by ansible-playbook on this machine
+"""The ernie_chat role's HR inputs, run for real by ansible-playbook on this machine
 (connection local, files under tmp_path): the token's preflight sentences, chat.env's token line, the HR
 export installed only after `ernie-ops hr check` accepts it. Each step is the role's own tasks file
 (`include_role: tasks_from`), the one site.yml runs; the whole role on a systemd host is tests/e2e/test_ansible.py's.

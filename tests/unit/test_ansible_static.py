@@ -66,7 +66,7 @@ def test_roles_install_the_repository_files_unchanged():
 
 def test_no_command_line_is_cut_by_a_yaml_comment():
     """YAML ends a plain value at ` #`: `command: systemctl is-active  # noqa ... UNIT` ran a bare
-    `systemctl is-active` (the bug behind issue 9). A command, shell, cmd or argv value never holds one."""
+    `systemctl is-active` (a check that always passes). A command, shell, cmd or argv value never holds one."""
     keys = re.compile(r"^\s*-?\s*(ansible\.builtin\.)?(command|shell|cmd|argv|raw)\s*:\s*(?P<value>.*)$")
     found = []
     for path in sorted([*ANSIBLE.rglob("*.yml"), *ANSIBLE.rglob("*.yaml")]):

@@ -14,8 +14,10 @@ import pytest
 
 from ernie_ops import config
 from ernie_ops.errors import UsageError
-from ernie_ops.host import apply
+from ernie_ops.host import apply, systemd
+from ernie_ops.traffic import cutover
 from ernie_ops.traffic.gateway import GatewayError
+from tests.harness import runbook_host
 
 
 def _cfg(tmp_path: Path, upstream: str | None, ports=(8000, 8001)) -> config.Config:
@@ -112,19 +114,17 @@ def test_unit_inputs_come_from_systemds_view_of_the_unit(tmp_path):
 
 
 # -- decisions against a recording host -------------------------------------------------------------
-class FakeHost(apply.Host):
-    """systemd and the cutover recorded; file times from a dict. `started` is seconds before now."""
+class FakeHost:
+    """apply's `Host`: systemd and the cutover recorded in `calls`; file times from a dict; the clock fixed at
+    wall 10_000 / monotonic 500. `units[unit]["started"]` is seconds before now. `fail_verb` makes that
+    systemctl verb raise (`fail_with`, or a SystemdError); `cutover_ok=False` makes the cutover roll back."""
 
     def __init__(self, units: dict[str, dict], times: dict[str, float], cutover_ok: bool = True, fail_verb: str | None = None,
                  fail_with: Exception | None = None):  # fmt: skip
         self.units, self.times, self.calls = units, times, []
         self.cutover_ok, self.fail_verb, self.fail_with = cutover_ok, fail_verb, fail_with
-        super().__init__(
-            props=self._props, path_time=lambda p: self.times.get(p), now=lambda: (10_000.0, 500.0),
-            systemctl=self._systemctl, cutover=self._cutover,
-        )  # fmt: skip
 
-    def _props(self, unit: str) -> dict[str, str]:
+    def props(self, unit: str) -> dict[str, str]:
         u = self.units.get(unit, {"active": "inactive"})
         started_mono = 500.0 - u["started"] if "started" in u else 0
         return {
@@ -132,14 +132,18 @@ class FakeHost(apply.Host):
             "ExecMainStartTimestampMonotonic": str(int(started_mono * 1e6)), "FragmentPath": f"/units/{unit}",
         }  # fmt: skip
 
-    def _systemctl(self, verb: str, unit: str, timeout: float) -> None:
-        from ernie_ops.host.systemd import SystemdError
+    def path_time(self, path: str) -> float | None:
+        return self.times.get(path)
 
+    def now(self) -> tuple[float, float]:
+        return 10_000.0, 500.0
+
+    def systemctl(self, verb: str, unit: str, timeout: float) -> None:
         self.calls.append(f"{verb} {unit}")
         if verb == self.fail_verb:
-            raise self.fail_with or SystemdError(f"systemctl {verb} {unit} failed: Job failed")
+            raise self.fail_with or systemd.SystemdError(f"systemctl {verb} {unit} failed: Job failed")
 
-    def _cutover(self, cfg, target, timeout) -> dict:
+    def run_cutover(self, cfg, target: int, start_timeout: float) -> dict:
         self.calls.append(f"cutover {target}")
         return {
             "ok": self.cutover_ok,
@@ -222,8 +226,6 @@ LAUNCHER_REASON = "engine exited with code 1 while loading; its last error: Vali
 
 def test_a_start_that_fails_ends_apply_with_the_launchers_reason_and_the_journal_command(tmp_path):
     """What the ernie_ops role shows (apply --json's `message`) when the routed instance does not start on a fresh host."""
-    from ernie_ops.host import systemd
-
     cfg = _cfg(tmp_path, None)
     host = FakeHost({}, {}, fail_verb="start", fail_with=systemd.StartFailed(ENGINE, LAUNCHER_REASON))
     res = apply.apply(cfg, CONF, services=("engine",), host=host)
@@ -237,19 +239,19 @@ def test_a_start_that_fails_ends_apply_with_the_launchers_reason_and_the_journal
 def test_a_cutover_whose_new_instance_does_not_start_says_why_and_where_traffic_is(tmp_path):
     """apply -> the real cutover runbook -> its start step (hostops: systemd.start, here a fake host raising what
     systemd.run_verb raises): the message names the launcher's reason, the journal command and the serving instance."""
-    from ernie_ops.host import systemd
-    from ernie_ops.traffic import cutover
-    from tests.unit import test_cutover_runbook as runbook
 
-    class NoStart(runbook.FakeHost):
+    class NoStart(runbook_host.FakeHost):
         def start(self, port: int, timeout: float) -> None:
             self._call("start", port)
             raise systemd.StartFailed(systemd.unit_name(port), LAUNCHER_REASON)
 
+    class RealRunbook(FakeHost):
+        def run_cutover(self, cfg, target: int, start_timeout: float) -> dict:
+            return cutover.Cutover(cfg, target, host=fake).run().as_dict()
+
     cfg = _cfg(tmp_path, "server 127.0.0.1:8000;\n")
     fake = NoStart()
-    host = FakeHost({ENGINE: {"active": "active", "started": 100}}, {CONF: 9_990.0})
-    host.cutover = lambda c, target, timeout: cutover.Cutover(c, target, host=fake).run().as_dict()
+    host = RealRunbook({ENGINE: {"active": "active", "started": 100}}, {CONF: 9_990.0})
     res = apply.apply(cfg, CONF, services=("engine",), host=host)
     assert res.message == (
         f"cutover to 8001 aborted (the old instance 8000 keeps serving): {SPARE} did not start: {LAUNCHER_REASON}\n"

@@ -15,6 +15,7 @@ from ernie_ops.errors import ConfigError
 from ernie_ops.traffic import accesslog, gateway
 from ernie_ops.traffic.canary import slo, window
 from ernie_ops.traffic.canary.window import Histogram
+from tests.harness.vllm_metrics import METRICS
 
 SLO = config.SloConfig(max_error_rate=0.01, ttft_quantile=0.99, ttft_seconds=2.0, itl_seconds=0.5, max_ratio=1.5, ratio_floor_seconds=0.0)
 
@@ -45,26 +46,6 @@ def test_above_says_what_is_sure_and_what_is_possible_between_bucket_bounds():
     assert h.above(0.5) == (5, 5)  # on a bound: exact
     assert h.above(0.3) == (5, 10)  # inside (0.1, 0.5]: 5 surely above 0.5, 10 possibly above 0.1
     assert h.above(5.0) == (0, 2)  # the +Inf bucket: possibly, never surely
-
-
-METRICS = """# TYPE vllm:time_to_first_token_seconds histogram
-vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="m"}} {a}
-vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {b}
-vllm:time_to_first_token_seconds_count{{engine="0",model_name="m"}} {b}
-vllm:time_to_first_token_seconds_sum{{engine="0",model_name="m"}} 1.0
-# TYPE vllm:inter_token_latency_seconds histogram
-vllm:inter_token_latency_seconds_bucket{{engine="0",le="0.05",model_name="m"}} {a}
-vllm:inter_token_latency_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {b}
-vllm:inter_token_latency_seconds_count{{engine="0",model_name="m"}} {b}
-vllm:inter_token_latency_seconds_sum{{engine="0",model_name="m"}} 1.0
-# TYPE vllm:request_success_total counter
-vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} {ok}
-vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} 0.0
-vllm:request_success_total{{engine="0",finished_reason="abort",model_name="m"}} {abort}
-vllm:request_success_total{{engine="0",finished_reason="error",model_name="m"}} {error}
-# TYPE process_start_time_seconds gauge
-process_start_time_seconds {start}
-"""
 
 
 def scrape(a=0, b=0, ok=0, abort=0, error=0, start=1000.0) -> window.Scrape:

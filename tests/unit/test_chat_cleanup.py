@@ -1,4 +1,4 @@
-"""Output clean-up on Chinese and English samples; the article's own regexes (3.4) shown failing first."""
+"""Output clean-up on Chinese and English samples; the usual clean-up regexes shown failing first."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ernie_ops.chat.cleanup import INDENT, blocks, clean
 
 
 def article_post_process(text: str) -> str:
-    """The article's 3.4 `post_process`, verbatim, to show what it breaks."""
+    """The usual regex `post_process`, verbatim, to show what it breaks."""
     text = re.sub(r"\n\s*\n", "\n\n", text)
     text = re.sub(r"([，。！？；：])\s+", r"\1", text)
     if not text.startswith("  "):

@@ -34,7 +34,7 @@ def test_builtin_scenarios_are_the_articles_and_valid():
         assert used <= {"request", *(f.name for f in s.fields)}, s.name
         assert s.source_field in (None, *(f.name for f in s.fields))
     support = next(s for s in scenarios if "Support" in s.name)
-    assert [f.name for f in support.fields] == ["phone", "address"]  # the article's 3.3: 电话 + 地址
+    assert [f.name for f in support.fields] == ["phone", "address"]  # the built-in support scenario: 电话 + 地址
 
 
 def test_bad_values_name_line_field_and_value():

@@ -88,8 +88,8 @@ def test_turns_group_replies_with_their_question():
 def test_fallback_estimate_is_an_upper_bound_in_bytes():
     zh = {"role": "user", "content": "文心大模型" * 10}  # 150 UTF-8 bytes
     assert history.estimate([zh]) == history.PER_PROMPT + history.PER_MESSAGE + 150
-    article = len(zh["content"]) // 4 + 10  # the article's estimate: 22 for 50 characters
-    assert article < 50 <= history.estimate([zh])  # a CJK character is at least one token; the article's is not
+    article = len(zh["content"]) // 4 + 10  # the common len//4+10 estimate: 22 for 50 characters
+    assert article < 50 <= history.estimate([zh])  # a CJK character is at least one token; len//4+10 is not
 
 
 def test_tokenize_counter_falls_back_when_the_server_is_unreachable():

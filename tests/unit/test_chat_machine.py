@@ -76,7 +76,7 @@ def test_free_chat_generates_at_once_and_returns_to_idle():
 
 
 def test_support_needs_real_values_not_the_words():
-    """The article's check `"电话" in text and "地址" in text` accepts a message that only names them."""
+    """A keyword check `"电话" in text and "地址" in text` accepts a message that only names them."""
     article_accepts = "请问电话和地址要怎么填？"
     assert "电话" in article_accepts and "地址" in article_accepts
     flow = Flow(SCENARIOS["Support"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.test_unit_files import directives, exposure
+from tests.harness.unit_files import directives, exposure
 
 UNIT = Path(__file__).resolve().parents[2] / "systemd" / "ernie-chainlit.service"
 MAX_EXPOSURE = 2.5

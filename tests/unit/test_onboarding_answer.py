@@ -23,7 +23,7 @@ from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder
 from ernie_ops.onboarding.window import OnboardingOver, window
 from tests.harness.dates import day
-from tests.unit.test_onboarding_service import TEMPLATES, Writer, make_cfg, write_csv
+from tests.harness.onboarding import TEMPLATES, Writer, make_cfg, write_csv
 
 TODAY = day(0)
 START = day(-2)  # day 3 of the first week

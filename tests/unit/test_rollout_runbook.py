@@ -1,4 +1,4 @@
-"""Canary steps and the bake window, decision by decision, against the FAKE host of test_cutover_runbook
+"""Canary steps and the bake window, decision by decision, against the FAKE host of the runbook tests
 (extended with weighted splits) and a FAKE meter whose instances serve scripted traffic: so many requests
 per interval, a share failing, a time to first token. Fakes inject what real instances cannot be told to
 do on demand; the real path (nginx weights, vLLM's histograms, the access log) is in
@@ -20,7 +20,7 @@ from ernie_ops.traffic.accesslog import Outcomes
 from ernie_ops.traffic.canary import rollout, rollout_file
 from ernie_ops.traffic.canary.watch import Tick
 from ernie_ops.traffic.canary.window import Histogram, Scrape
-from tests.unit.test_cutover_runbook import NEW, OLD, FakeHost
+from tests.harness.runbook_host import NEW, OLD, FakeHost
 
 BOUNDS = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, float("inf"))
 

@@ -21,6 +21,7 @@ from ernie_ops import cli
 from ernie_ops.host import state
 from ernie_ops.traffic import cutover
 from tests.conftest import free_port, write_config
+from tests.harness.runbook_host import NEW, FakeHost, make_cfg  # the fake nginx + systemd of the runbook tests
 
 NOBODY = 65534
 
@@ -217,8 +218,6 @@ def test_cli_status_tells_of_a_corrupt_state_file_and_moves_nothing(tmp_path, ca
 
 
 def test_a_cutover_over_a_corrupt_state_file_warns_where_it_kept_it(tmp_path):
-    from tests.unit.test_cutover_runbook import NEW, FakeHost, make_cfg  # the fake nginx + systemd of the runbook tests
-
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "state.json").write_text("{truncated by a full disk")
     res = cutover.Cutover(make_cfg(tmp_path), NEW, host=FakeHost()).run()

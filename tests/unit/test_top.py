@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ernie_ops import config
 from ernie_ops.observe import top, top_view
-from tests.unit.test_canary_gate import METRICS
+from tests.harness.vllm_metrics import METRICS
 
 GAUGES = """# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{{engine="0",model_name="m"}} {running}

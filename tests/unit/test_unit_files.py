@@ -5,30 +5,13 @@ from __future__ import annotations
 import configparser
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-SYSTEMD = Path(__file__).resolve().parents[2] / "systemd"
+from tests.harness.unit_files import SYSTEMD, directives, exposure
+
 VLLM_UNIT = SYSTEMD / "ernie-vllm@.service"
 MAX_EXPOSURE = 2.0
-
-
-def directives(path: Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", ";", "[")) and "=" in line:
-            key, value = line.split("=", 1)
-            out.setdefault(key, []).append(value)
-    return out
-
-
-def exposure(unit: Path) -> float:
-    r = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True, text=True)
-    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)
-    assert match, r.stdout + r.stderr
-    return float(match.group(1))
 
 
 def test_vllm_unit_exposure_is_at_most_2():
