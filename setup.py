@@ -29,7 +29,7 @@ setup(
         "markdown-it-py>=3",  # Markdown token stream with heading paths (MIT; rich depends on it too)
         "rjieba>=0.2",  # Chinese word segmentation, jieba's dictionary in Rust (MIT)
         "sqlite-vec>=0.1.6",  # the optional dense index inside the same SQLite file (Apache-2.0/MIT)
-        # Marketing copy (ernie_ops.copy)
+        # Marketing copy (ernie_ops.marketing)
         "openpyxl>=3.1",  # XLSX product lists in, posts out (MIT)
         "regex>=2024.4",  # grapheme clusters (\X): characters counted as a person counts them, emoji included (Apache-2.0)
     ],

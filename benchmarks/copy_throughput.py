@@ -34,10 +34,10 @@ from pathlib import Path
 import httpx
 
 from ernie_ops.client.gateway import GatewayClient, ReplyStats, Timeouts
-from ernie_ops.copy import batch_io
-from ernie_ops.copy.batch import BatchSummary, run_batch
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import DEFAULT_SYSTEM_PROMPT, CopyRequest, CopyWriter, build_messages
+from ernie_ops.marketing import batch_io
+from ernie_ops.marketing.batch import BatchSummary, run_batch
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import DEFAULT_SYSTEM_PROMPT, CopyRequest, CopyWriter, build_messages
 from ernie_ops.observe import bench
 from tests.conftest import CACHE, free_port, write_config
 from tests.harness import nginx, serve_proc, tiny_model

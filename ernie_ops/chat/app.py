@@ -18,8 +18,8 @@ from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, Spontaneo
 from ernie_ops import config
 from ernie_ops.chat import history, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
-from ernie_ops.chat.copy_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
+from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.onboarding_ui import build_onboarding
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.docs.embed import EmbeddingClient

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ernie_ops.copy import channels
-from ernie_ops.copy.batch import BatchSummary
-from ernie_ops.copy.batch_io import Read
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import Post, default_max_chars
+from ernie_ops.marketing import channels
+from ernie_ops.marketing.batch import BatchSummary
+from ernie_ops.marketing.batch_io import Read
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import Post, default_max_chars
 
 FORM_FIELDS = ("product", "selling_points", "audience", "tone", "channel", "posts", "max_chars")
 SHOWN_ROW_PROBLEMS = 20  # a report lists this many skipped rows, then says how many more

@@ -11,8 +11,8 @@ from pydantic import Field, field_validator
 
 from ernie_ops.chat.scenarios import BUILTIN
 from ernie_ops.config_section import Section, first_duplicate
-from ernie_ops.copy.config import MarketingConfig
 from ernie_ops.docs.config import DocsConfig
+from ernie_ops.marketing.config import MarketingConfig
 from ernie_ops.onboarding.config import OnboardingConfig
 
 

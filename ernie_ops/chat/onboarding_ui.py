@@ -18,7 +18,7 @@ import os
 
 import chainlit as cl
 
-from ernie_ops.chat.copy_ui import send_in_order
+from ernie_ops.chat.marketing_ui import send_in_order
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError

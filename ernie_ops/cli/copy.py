@@ -26,12 +26,12 @@ from ernie_ops.cli.args import Subcommands, bounded, subcommands
 from ernie_ops.cli.console import err_console, out_console, plain, print_json
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK
 
-if TYPE_CHECKING:  # the types only: copy.batch is imported when the command runs (see run_batch)
-    from ernie_ops.copy.batch import BatchProgress, BatchSummary
+if TYPE_CHECKING:  # the types only: marketing.batch is imported when the command runs (see run_batch)
+    from ernie_ops.marketing.batch import BatchProgress, BatchSummary
 
 
 def _channel(text: str) -> str:
-    from ernie_ops.copy import channels  # lazy: +10 ms start-up (-X importtime); only --channel needs it
+    from ernie_ops.marketing import channels  # lazy: +10 ms start-up (-X importtime); only --channel needs it
 
     found = channels.resolve(text)
     if found is None:
@@ -62,7 +62,7 @@ def register(sub: Subcommands) -> None:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    from ernie_ops.copy import commands  # lazy: +55 ms start-up (-X importtime); only copy needs it
+    from ernie_ops.marketing import commands  # lazy: +55 ms start-up (-X importtime); only copy needs it
 
     cfg = config.load(args.config)
     input_path, output_path = Path(args.input), Path(args.output)

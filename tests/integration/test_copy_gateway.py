@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from ernie_ops.client.gateway import FRIENDLY, GatewayClient, Timeouts
-from ernie_ops.copy import batch_io
-from ernie_ops.copy.batch import run_batch
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import CopyRequest, CopyWriter
+from ernie_ops.marketing import batch_io
+from ernie_ops.marketing.batch import run_batch
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import CopyRequest, CopyWriter
 from tests.conftest import free_port, write_config
 from tests.harness import nginx
 from tests.harness.tiny_model import SERVED_NAME

@@ -330,7 +330,7 @@ def test_regenerate_rewrites_only_its_own_card(chat, sb):
 
 
 def test_copy_batch_upload_shows_progress_and_downloads_the_posts(chat, sb, tmp_path_factory):
-    from ernie_ops.copy import batch_io
+    from ernie_ops.marketing import batch_io
 
     d = tmp_path_factory.mktemp("batch")
     products = d / "商品清单.csv"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ernie_ops import config
 from ernie_ops.chat import cards
-from ernie_ops.copy import rules
-from ernie_ops.copy.batch import BatchSummary, FailedRow
-from ernie_ops.copy.batch_io import Read, RowProblem
-from ernie_ops.copy.generate import Post
+from ernie_ops.marketing import rules
+from ernie_ops.marketing.batch import BatchSummary, FailedRow
+from ernie_ops.marketing.batch_io import Read, RowProblem
+from ernie_ops.marketing.generate import Post
 
 CFG = config.parse("chat:\n  marketing: {posts: 4, max_chars: 30}\n").chat.marketing
 

@@ -1,4 +1,4 @@
-"""copy/batch.py's run_batch without a server: bounded concurrency, resume, bad rows, failed rows, stopping.
+"""marketing/batch.py's run_batch without a server: bounded concurrency, resume, bad rows, failed rows, stopping.
 
 The CopyWriter here gets an INJECTED `complete` function (no gateway): it answers per product as a test scripts
 it (a post too long on demand, a gateway error for a chosen product, a gateway that is down), which the real
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from ernie_ops.client.gateway import ChatError
-from ernie_ops.copy import batch_io
-from ernie_ops.copy.batch import BatchTooLarge, run_batch
-from ernie_ops.copy.batch_io import BatchFileError
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import ANGLES, CopyWriter
+from ernie_ops.marketing import batch_io
+from ernie_ops.marketing.batch import BatchTooLarge, run_batch
+from ernie_ops.marketing.batch_io import BatchFileError
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import ANGLES, CopyWriter
 
 
 def products_csv(path: Path, names: list[str], extra_rows: str = "") -> Path:

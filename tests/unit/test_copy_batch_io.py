@@ -1,4 +1,4 @@
-"""ernie_ops.copy.batch_io: the products file in (CSV in UTF-8/BOM/GBK, XLSX), the posts file out, resume."""
+"""ernie_ops.marketing.batch_io: the products file in (CSV in UTF-8/BOM/GBK, XLSX), the posts file out, resume."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import zipfile
 import openpyxl
 import pytest
 
-from ernie_ops.copy.batch_io import (
+from ernie_ops.errors import ErnieOpsError
+from ernie_ops.marketing.batch_io import (
     OUTPUT_COLUMNS,
     BatchFileError,
     PostResult,
@@ -20,8 +21,7 @@ from ernie_ops.copy.batch_io import (
     read_products,
     write_posts,
 )
-from ernie_ops.copy.rules import Rules, check
-from ernie_ops.errors import ErnieOpsError
+from ernie_ops.marketing.rules import Rules, check
 
 CN_CSV = "产品,卖点,目标人群,语气,条数,字数\n保温杯,24小时保温,上班族,活泼,3,60\n蓝牙耳机,降噪,学生,,2,\n"
 

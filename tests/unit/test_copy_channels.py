@@ -1,4 +1,4 @@
-"""copy/channels.py: the channel presets (朋友圈, 微博, 小红书), their checks, their place in the prompt, the form,
+"""marketing/channels.py: the channel presets (朋友圈, 微博, 小红书), their checks, their place in the prompt, the form,
 the config, a batch file's channel column and `ernie-ops copy batch --channel`.
 
 The generation test uses an INJECTED `complete` (as tests/unit/test_copy_generate.py does) that breaks a
@@ -16,12 +16,12 @@ import pytest
 from ernie_ops import cli, config
 from ernie_ops.chat import cards
 from ernie_ops.config import ConfigError
-from ernie_ops.copy import batch_io, channels
-from ernie_ops.copy.batch_io import Product
-from ernie_ops.copy.commands import batch_settings
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError, Post, build_messages
-from ernie_ops.copy.rules import check, count_emoji, hashtags
+from ernie_ops.marketing import batch_io, channels
+from ernie_ops.marketing.batch_io import Product
+from ernie_ops.marketing.commands import batch_settings
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import CopyRequest, CopyWriter, FormError, Post, build_messages
+from ernie_ops.marketing.rules import check, count_emoji, hashtags
 
 MOMENTS, WEIBO, XHS = (channels.CHANNELS[n] for n in ("moments", "weibo", "xiaohongshu"))
 GOOD = {

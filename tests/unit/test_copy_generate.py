@@ -1,4 +1,4 @@
-"""copy/generate.py without a server: the form's validation, the prompt, the schema, and the regeneration loop.
+"""marketing/generate.py without a server: the form's validation, the prompt, the schema, and the regeneration loop.
 
 The regeneration tests use an INJECTED `complete` function in place of the gateway client's: it returns the
 answers a test scripts (a post too long, one with a forbidden word, unparseable JSON, a gateway error) on demand,
@@ -14,11 +14,21 @@ from collections.abc import Callable
 import pytest
 
 from ernie_ops.client.gateway import ChatError
-from ernie_ops.copy import generate
-from ernie_ops.copy.batch_io import Product
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import ANGLES, CopyRequest, CopyWriter, FormError, Post, build_messages, posts_schema, response_format, salvage
-from ernie_ops.copy.rules import Rules, check
+from ernie_ops.marketing import generate
+from ernie_ops.marketing.batch_io import Product
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import (
+    ANGLES,
+    CopyRequest,
+    CopyWriter,
+    FormError,
+    Post,
+    build_messages,
+    posts_schema,
+    response_format,
+    salvage,
+)
+from ernie_ops.marketing.rules import Rules, check
 
 CFG = MarketingConfig()
 

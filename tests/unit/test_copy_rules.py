@@ -1,10 +1,11 @@
-"""ernie_ops.copy.rules: counting as a person counts, the length and forbidden-word checks, parsing posts."""
+"""ernie_ops.marketing.rules: counting as a person counts, the length and forbidden-word checks, parsing posts."""
 
 from __future__ import annotations
 
 import pytest
 
-from ernie_ops.copy.rules import (
+from ernie_ops.errors import ErnieOpsError
+from ernie_ops.marketing.rules import (
     DEFAULT_FORBIDDEN_WORDS,
     NEAR_DUPLICATE,
     PostsFormatError,
@@ -17,7 +18,6 @@ from ernie_ops.copy.rules import (
     parse_posts,
     similarity,
 )
-from ernie_ops.errors import ErnieOpsError
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ required columns, without any row, or naming a column twice is refused as a whol
 Rows: numbered as a spreadsheet shows them, 1-based with the header in its row (row 1 when it is first); a CSV
 record whose quoted cell spans lines is one row. Blank rows are skipped silently. A row with a required cell
 empty, a value under no header (an extra column), posts/max_chars not a whole number in range, or a channel
-that is not one of copy/channels.py's is reported
+that is not one of marketing/channels.py's is reported
 as a `RowProblem` with its row number and skipped; the other rows are returned. A row identical (after
 normalising) to an earlier one is reported and skipped too, so that keys are unique.
 
@@ -74,11 +74,11 @@ from pathlib import Path
 
 import regex
 
-from ernie_ops.copy import channels
-from ernie_ops.copy.rules import Problem, count_chars
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.files import atomic
 from ernie_ops.files.aside import keep_aside
+from ernie_ops.marketing import channels
+from ernie_ops.marketing.rules import Problem, count_chars
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_UNZIPPED_BYTES = 200 * 1024 * 1024
@@ -120,7 +120,7 @@ class Product:
     tone: str = ""
     posts: int | None = None
     max_chars: int | None = None
-    channel: str = ""  # a name in copy/channels.py; "" means the run's default
+    channel: str = ""  # a name in marketing/channels.py; "" means the run's default
     key: str = field(init=False)
 
     def __post_init__(self) -> None:

@@ -7,14 +7,14 @@
   (`CopyWriter.posts`) and a card's "regenerate" is one more. Each request asks for the JSON {"posts": ["..."]}
   by schema (vLLM's OpenAI `response_format` {"type": "json_schema", ...}, guided decoding), so even a weak model
   answers parseably. The schema has NO maxLength: the grammar would end the string at the limit and cut the post
-  mid-word, which the issue forbids; the limit is told in the prompt and checked after (copy/rules.py).
+  mid-word (a post is never cut); the limit is told in the prompt and checked after (marketing/rules.py).
 - A post too long, with a forbidden word, or whose answer does not parse (e.g. the model ran out of max_tokens
   inside the JSON) is asked for again, up to `max_attempts` tries in all, each retry saying what was wrong with
   the previous one. After the last try the best one is returned flagged (parsed beats unparsed, then fewer
   problems); a never-parsed post carries the raw text we have (the string's content when the JSON was merely
   unfinished), whole, with the flag "unusable".
 - Each index gets its own angle (a scene, a question, a slogan...), so the posts of one product differ.
-- A channel (朋友圈 / 微博 / 小红书, copy/channels.py) gives the request its length limit when none is given, its
+- A channel (朋友圈 / 微博 / 小红书, marketing/channels.py) gives the request its length limit when none is given, its
   style and hashtag/emoji/line rules in the prompt, and the checks of those rules. A request without a channel
   (built directly, not from the form or a batch row) is checked for length and forbidden words only.
 - Near-duplicates: the posts of one request are one set. Once they are all back, each post (in order) that is
@@ -35,11 +35,11 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ernie_ops.copy import channels
-from ernie_ops.copy.batch_io import Product
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.rules import PostsFormatError, Problem, Rules, check, count_chars, near_duplicate, parse_posts
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.marketing import channels
+from ernie_ops.marketing.batch_io import Product
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.rules import PostsFormatError, Problem, Rules, check, count_chars, near_duplicate, parse_posts
 
 POSTS_RANGE = (1, 10)
 MAX_CHARS_RANGE = (5, 2000)
@@ -77,7 +77,7 @@ FIELD_NAMES = {
     "max_chars": "字数上限 max length",
     "channel": "渠道 channel",
 }
-DEFAULT_MAX_TOKENS = 256  # a request without a channel (the channels' own are in copy/channels.py)
+DEFAULT_MAX_TOKENS = 256  # a request without a channel (the channels' own are in marketing/channels.py)
 
 
 class FormError(ErnieOpsError):

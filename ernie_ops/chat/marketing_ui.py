@@ -1,13 +1,13 @@
 """The marketing-copy scenario in the chat (营销文案): a form, posts as cards, batch files (Chainlit side).
 
-Loaded by app.py only (it imports chainlit). The work is done elsewhere: `copy.generate` writes and
-checks the posts through the gateway, `copy.batch` runs a product list, `chat.cards` turns a post into
+Loaded by app.py only (it imports chainlit). The work is done elsewhere: `marketing.generate` writes and
+checks the posts through the gateway, `marketing.batch` runs a product list, `chat.cards` turns a post into
 the card's props. Here: which element shows what, and what each button does.
 
 - The form is a custom element (elements/CopyForm.jsx) sent when the chat starts; its submit calls the
   `copy_generate` action with the raw values. Bad values come back into the form (every field at once,
   under its input); a gateway failure shows the chat's sentence in the form. Nothing is generated then.
-- The form's channel (朋友圈 default, 微博, 小红书: copy/channels.py) is chosen in the form like the tone; it
+- The form's channel (朋友圈 default, 微博, 小红书: marketing/channels.py) is chosen in the form like the tone; it
   gives the length limit when the form leaves it empty, and its style and rules to the prompt and the checks.
 - Each post is a CopyPost card; the app keeps (element, request, index) per card id in the session, so
   `copy_regenerate` rewrites that card only, from the request the app validated (the browser sends only
@@ -30,11 +30,11 @@ import chainlit as cl
 
 from ernie_ops.chat.cards import batch_report, form_props, post_props
 from ernie_ops.client.gateway import ChatError, GatewayClient
-from ernie_ops.copy import batch_io, channels
-from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import CopyRequest, CopyWriter, FormError
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.marketing import batch_io, channels
+from ernie_ops.marketing.batch import BatchProgress, BatchSummary, run_batch
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import CopyRequest, CopyWriter, FormError
 
 log = logging.getLogger("ernie_ops.chat")
 PROGRESS_EVERY = 0.5  # seconds between two updates of the progress element

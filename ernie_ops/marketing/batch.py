@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ernie_ops.client.gateway import ChatError
-from ernie_ops.copy import batch_io
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import CopyRequest, CopyWriter
 from ernie_ops.errors import UsageError
+from ernie_ops.marketing import batch_io
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import CopyRequest, CopyWriter
 
 STOP_AFTER_FAILURES = 5
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from ernie_ops.config_section import Section
-from ernie_ops.copy import channels
-from ernie_ops.copy.rules import DEFAULT_FORBIDDEN_WORDS, DEFAULT_MAX_CHARS, Rules
+from ernie_ops.marketing import channels
+from ernie_ops.marketing.rules import DEFAULT_FORBIDDEN_WORDS, DEFAULT_MAX_CHARS, Rules
 
 
 class MarketingConfig(Section):
@@ -18,7 +18,7 @@ class MarketingConfig(Section):
     channel: str = Field(
         "moments",
         description="where posts are published when the form or a batch row does not say: moments (朋友圈), weibo (微博) or"
-        " xiaohongshu (小红书); each brings its length, hashtag, emoji and style rules (copy/channels.py). Moments is the"
+        " xiaohongshu (小红书); each brings its length, hashtag, emoji and style rules (marketing/channels.py). Moments is the"
         " marketing scenario's own (朋友圈文案)",
     )
     max_chars: int | None = Field(
@@ -32,7 +32,7 @@ class MarketingConfig(Section):
         default_factory=dict,
         description="a channel's limit instead of its preset's, e.g. {weibo: 2000} for Weibo's long posts; empty: the presets",
     )
-    forbidden_words: list[str] | None = Field(None, description="null: the built-in list of absolute claims (copy/rules.py)")
+    forbidden_words: list[str] | None = Field(None, description="null: the built-in list of absolute claims (marketing/rules.py)")
     extra_forbidden_words: list[str] = Field(default_factory=list, description="added to forbidden_words (e.g. bare 最)")
     max_attempts: int = Field(
         3,
@@ -77,7 +77,7 @@ class MarketingConfig(Section):
         return value
 
     def rules(self) -> Rules:
-        """The copy.rules.Rules these settings describe."""
+        """The marketing.rules.Rules these settings describe."""
         words = tuple(self.forbidden_words) if self.forbidden_words is not None else DEFAULT_FORBIDDEN_WORDS
         limit = self.max_chars if self.max_chars is not None else DEFAULT_MAX_CHARS
         return Rules(max_chars=limit, forbidden_words=tuple(dict.fromkeys(words + tuple(self.extra_forbidden_words))))

@@ -1,7 +1,7 @@
 """Where a post is published (渠道): each channel's length, hashtag, emoji, line-break and style rules.
 
-A channel's rules do two things: they are told to the model in the prompt (copy/generate.py), and the post is
-checked against them (`Channel.rules` -> copy/rules.py `check`), so a post that breaks one is regenerated and
+A channel's rules do two things: they are told to the model in the prompt (marketing/generate.py), and the post is
+checked against them (`Channel.rules` -> marketing/rules.py `check`), so a post that breaks one is regenerated and
 then flagged, as a post too long or with a forbidden word is. What is checked, and why that much:
 - the length (max_chars), counted as a person counts (rules.count_chars);
 - the number of hashtags, both bounds: a tag is structure the channel expects (Weibo's #话题# joins a topic
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ernie_ops.copy.rules import DEFAULT_FORBIDDEN_WORDS, Rules
+from ernie_ops.marketing.rules import DEFAULT_FORBIDDEN_WORDS, Rules
 
 
 @dataclass(frozen=True)

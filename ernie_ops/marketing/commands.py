@@ -1,6 +1,6 @@
 """The work of `ernie-ops copy batch INPUT -o OUTPUT` (ernie_ops/cli/copy.py parses, shows progress and prints).
 
-Generates the posts of every row of a products file (CSV/XLSX, copy/batch_io.py) through the config's chat
+Generates the posts of every row of a products file (CSV/XLSX, marketing/batch_io.py) through the config's chat
 gateway (cfg.chat_gateway_url(), never a fixed instance), model cfg.model.served_name, API key from
 $ERNIE_OPS_API_KEY when set. --channel is where the posts are published for the rows whose channel column is
 empty or missing; default chat.marketing.channel. It brings the channel's length limit when neither the row
@@ -19,11 +19,11 @@ from pathlib import Path
 
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.config import Config
-from ernie_ops.copy import batch_io
-from ernie_ops.copy.batch import BatchProgress, BatchSummary, run_batch
-from ernie_ops.copy.config import MarketingConfig
-from ernie_ops.copy.generate import DEFAULT_SYSTEM_PROMPT, CopyWriter
 from ernie_ops.errors import UsageError
+from ernie_ops.marketing import batch_io
+from ernie_ops.marketing.batch import BatchProgress, BatchSummary, run_batch
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import DEFAULT_SYSTEM_PROMPT, CopyWriter
 
 
 def check_paths(input_path: Path, output_path: Path) -> None:

@@ -11,9 +11,9 @@ extended grapheme clusters (Unicode UAX #29, the `regex` module's \\X), not `len
   Nothing is stripped: leading and trailing spaces count as well, so the caller decides about them.
 
 Checks (`check`): too long (with the count and the limit), a channel's rules when `Rules` carries them (hashtags,
-emoji, line breaks, a title line: copy/channels.py says which and why), and each forbidden word found (with
-the word and its position). A post that fails is reported, never truncated: cutting mid-word is what the issue
-forbids.
+emoji, line breaks, a title line: marketing/channels.py says which and why), and each forbidden word found (with
+the word and its position). A post that fails is reported, never truncated: a post cut mid-word is worse than one
+regenerated or shown flagged.
 
 Forbidden words: the default list is the absolute claims the PRC Advertising Law (广告法 article 9(3): 国家级、
 最高级、最佳) forbids and the terms regulators' guidance names with it. Bare 最 is NOT in the default list: as a
@@ -144,7 +144,7 @@ class Rules:
 
     max_chars: int = DEFAULT_MAX_CHARS
     forbidden_words: tuple[str, ...] = field(default=DEFAULT_FORBIDDEN_WORDS)
-    # a channel's rules (copy/channels.py); the defaults check nothing more than length and words
+    # a channel's rules (marketing/channels.py); the defaults check nothing more than length and words
     hashtags: tuple[int, int] | None = None  # (fewest, most) hashtags
     hashtags_at_end: bool = False  # the hashtags after the text, none inside it
     max_emoji: int | None = None
@@ -258,7 +258,7 @@ def count_emoji(post: str) -> int:
 
 
 def channel_problems(post: str, rules: Rules) -> list[Problem]:
-    """What a post breaks of its channel's rules (hashtags, emoji, line breaks, title); see copy/channels.py."""
+    """What a post breaks of its channel's rules (hashtags, emoji, line breaks, title); see marketing/channels.py."""
     problems: list[Problem] = []
     if rules.title_max is not None:
         lines = [line for line in _LINE_BREAK.split(post.strip()) if line.strip()]
