@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ernie_ops import config, sse
+from ernie_ops import config
+from ernie_ops.client import sse
 from ernie_ops.client.gateway import ChatError, GatewayClient, ReplyStats
 from ernie_ops.traffic import gateway
 from tests.harness import nginx, nonretrying

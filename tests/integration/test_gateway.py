@@ -8,7 +8,8 @@ import time
 import httpx
 import pytest
 
-from ernie_ops import config, sse
+from ernie_ops import config
+from ernie_ops.client import sse
 from ernie_ops.traffic import gateway
 from tests.conftest import free_port
 from tests.harness import nginx, nonretrying
