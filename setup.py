@@ -32,6 +32,10 @@ setup(
         # Marketing copy (ernie_ops.marketing)
         "openpyxl>=3.1",  # XLSX product lists in, posts out (MIT)
         "regex>=2024.4",  # grapheme clusters (\X): characters counted as a person counts them, emoji included (Apache-2.0)
+        # Chat history (ernie_ops.chat.threads): one schema for SQLite on a single host and PostgreSQL for several
+        "sqlalchemy[asyncio]>=2.0.30",  # Core only, async engine (greenlet: the asyncio extra) (MIT)
+        "aiosqlite>=0.20",  # SQLite under the async engine (MIT)
+        "asyncpg>=0.29",  # PostgreSQL under the async engine (Apache-2.0)
     ],
     extras_require={
         "vllm": ["vllm"],
