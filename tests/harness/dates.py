@@ -5,8 +5,11 @@ ernie_ops/onboarding looks at the weekday except the welcome check (which compar
 start date's), so a number of days is all a test needs: `day(5)` is a start date still to come, `day(-2)`
 one already gone, `day(0)` today.
 
-A test that gives the onboarding service its own `today=` takes it from here too (`day(0)` at import), so the
-dates it writes and the day the service compares them with are the same day's.
+Never at import: a module-level `START = day(5)` is computed when pytest collects, and the suite runs for
+most of an hour, so a run that passes midnight compares a date of yesterday with today's clock (it did:
+nine failures in one CI run). Tests call `day(n)` when they run, through small functions (`def start():
+return day(5)`), and a test that gives the onboarding service its own `today=` takes it from here too, at
+the same moment, so the dates it writes and the day the service compares them with are the same day's.
 """
 
 from __future__ import annotations

@@ -29,7 +29,12 @@ from tests.harness.tiny_model import SERVED_NAME
 
 TOKEN = scim_server.TEST_TOKEN  # the package fixture `scim` serves with it
 TOKEN_ENV = "EO_TEST_HR_TOKEN"
-TODAY = day(0)  # the service's today; the start dates below are relative to it
+
+
+def today():  # the service's today; the start dates below are relative to it
+    return day(0)
+
+
 PERSONA = "你是公司的新员工入职助手，语气友好、简洁。"
 TEMPLATES = {
     "default": {
@@ -85,7 +90,7 @@ async def _open(cfg: OnboardingConfig, env: dict, writer, login: str):
     connector = connector_for(cfg.hr, env)
     try:
         with PushLog(cfg.push_log) as log:
-            return await Onboarding(cfg, finder(connector, cfg.hr.lookup), log, writer, today=lambda: TODAY).open(login)
+            return await Onboarding(cfg, finder(connector, cfg.hr.lookup), log, writer, today=today).open(login)
     finally:
         getattr(connector, "close", lambda: None)()
 

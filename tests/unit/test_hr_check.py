@@ -12,9 +12,22 @@ from ernie_ops.hr.export_file import ExportFileConnector
 from tests.harness.dates import day
 
 HEADER = "user_name,employee_number,display_name,department,title,manager,start_date\n"
-START, LONG_AGO = day(5), day(-2000)
-ZHANG = f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{START}"
-LI = f"li.na,E0007,李娜,研发部,经理,,{LONG_AGO}"  # started long ago: fine in an export
+
+
+def start():
+    return day(5)
+
+
+def long_ago():
+    return day(-2000)
+
+
+def zhang():
+    return f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{start()}"
+
+
+def li():  # started long ago: fine in an export
+    return f"li.na,E0007,李娜,研发部,经理,,{long_ago()}"
 
 
 def _csv(tmp_path, *rows: str, name: str = "hr.csv", bom: bool = False):
@@ -38,7 +51,7 @@ def no_config(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bom", [False, True])
 def test_a_good_csv_export_prints_its_number_of_employees(tmp_path, capsys, bom):
-    path = _csv(tmp_path, ZHANG, LI, bom=bom)
+    path = _csv(tmp_path, zhang(), li(), bom=bom)
     code, out, err = run(capsys, path)
     assert (code, out.splitlines()[0], err) == (0, f"{path}: 2 employees (csv)", "")
 
@@ -47,14 +60,14 @@ def test_people_past_the_onboarding_window_are_info_not_errors(tmp_path, capsys)
     """An export lists everyone: those who started before the window are listed under an info heading, exit 0;
     the start day, day 2 and the last day of the (default 30-day) window are not listed."""
     rows = [f"u{n},E{n},N{n},研发部,t,,{day(n)}" for n in (0, -1, -30)]
-    path = _csv(tmp_path, ZHANG, *rows, f"late,E31,迟,研发部,t,,{day(-31)}", LI)
+    path = _csv(tmp_path, zhang(), *rows, f"late,E31,迟,研发部,t,,{day(-31)}", li())
     code, out, err = run(capsys, path)
     assert code == 0 and err == "", err
     assert out.splitlines() == [
         f"{path}: 6 employees (csv)",
         "info: 2 employees past the onboarding window (start + 30 days):",
         f"info:   {path} line 6 (user_name 'late'): started {day(-31)}, onboarding ended {day(-1)}; the helper tells them it is over",
-        f"info:   {path} line 7 (user_name 'li.na'): started {LONG_AGO}, onboarding ended {day(-1970)}; the helper tells them it is over",
+        f"info:   {path} line 7 (user_name 'li.na'): started {long_ago()}, onboarding ended {day(-1970)}; the helper tells them it is over",
     ]
     report = json.loads(run(capsys, path, "--json")[1])
     assert report["ok"] is True and report["problems"] == [] and len(report["outside_window"]) == 2
@@ -74,15 +87,15 @@ def test_the_window_comes_from_the_option_else_the_config(tmp_path, capsys, monk
 
 
 def test_an_export_with_errors_still_lists_the_info_and_exits_2(tmp_path, capsys):
-    path = _csv(tmp_path, LI, f"x,E9,X,,t,,{START}")
+    path = _csv(tmp_path, li(), f"x,E9,X,,t,,{start()}")
     code, out, err = run(capsys, path)
     assert code == 2 and "info: 1 employee past the onboarding window" in out and "the record has no department" in err
 
 
 def test_a_good_yaml_export_in_either_shape(tmp_path, capsys):
     rows = (
-        f"  - {{user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: {START}}}\n"
-        f"  - {{user_name: li.na, employee_number: 7, department: 研发部, start_date: {LONG_AGO}}}\n"
+        f"  - {{user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: {start()}}}\n"
+        f"  - {{user_name: li.na, employee_number: 7, department: 研发部, start_date: {long_ago()}}}\n"
     )
     (tmp_path / "a.yaml").write_text("employees:\n" + rows, encoding="utf-8")
     (tmp_path / "b.yml").write_text(rows.replace("  - ", "- "), encoding="utf-8")
@@ -94,7 +107,7 @@ def test_a_good_yaml_export_in_either_shape(tmp_path, capsys):
 def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsys):
     """Ansible validates a temporary copy called `source`: --name gives the format and the messages' name."""
     yaml_copy = tmp_path / "source"
-    yaml_copy.write_text(f"- {{user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: {START}}}\n")
+    yaml_copy.write_text(f"- {{user_name: zhang.wei, employee_number: E1001, department: 研发部, start_date: {start()}}}\n")
     code, out, _ = run(capsys, yaml_copy, "--name", "files/hr.yaml")
     assert (code, out.strip()) == (0, "files/hr.yaml: 1 employee (yaml)")
     code, out, _ = run(capsys, yaml_copy, "--format", "yaml")
@@ -124,14 +137,14 @@ def test_a_copy_without_suffix_is_read_in_the_format_of_its_name(tmp_path, capsy
 )  # fmt: skip
 def test_each_bad_record_is_one_sentence_with_its_line_and_exit_2(tmp_path, capsys, row, sentence):
     """`{start}` in a row: a good start date, a few days from today."""
-    path = _csv(tmp_path, ZHANG, row.format(start=START), LI)
+    path = _csv(tmp_path, zhang(), row.format(start=start()), li())
     code, out, err = run(capsys, path)
     assert code == 2 and out.splitlines()[0] == "info: 1 employee past the onboarding window (start + 30 days):", out  # li.na
     assert err.strip().splitlines() == [f"error: {path} {sentence}", f"{path}: 1 problem; fix the export and check it again"]
 
 
 def test_every_bad_record_is_listed_not_only_the_first(tmp_path, capsys):
-    path = _csv(tmp_path, f"a,E1,A,,t,,{START}", ZHANG, "b,E2,B,部,t,,someday", LI, f"a,E3,C,部,t,,{START}")
+    path = _csv(tmp_path, f"a,E1,A,,t,,{start()}", zhang(), "b,E2,B,部,t,,someday", li(), f"a,E3,C,部,t,,{start()}")
     code, out, _ = run(capsys, path, "--json")
     assert code == 2
     report = json.loads(out)
@@ -154,7 +167,7 @@ def test_a_header_only_export_is_refused(tmp_path, capsys):
     [
         ("hr.csv", None, "the HR export file does not exist"),
         ("hr.csv", "name,department\nzhang,研发部\n".encode(), "the CSV header lacks user_name, employee_number"),
-        ("hr.csv", (HEADER + ZHANG + "\n").encode("gbk"), "cannot be read as UTF-8"),
+        ("hr.csv", (HEADER + zhang() + "\n").encode("gbk"), "cannot be read as UTF-8"),
         ("hr.yaml", b"employees: [unclosed\n", "not valid YAML"),
         ("hr.yaml", b"employees: {zhang.wei: 1}\n", "expected a list of employee mappings"),
     ],
@@ -171,7 +184,7 @@ def test_an_unreadable_file_is_one_sentence_and_exit_2(tmp_path, capsys, name, c
 def test_what_check_accepts_the_connector_finds(tmp_path, capsys):
     """The check reads with the connector's parsing: an accepted export answers a lookup for each record."""
     later = day(7)
-    path = _csv(tmp_path, ZHANG, f"wang.fang,E1002,王芳,销售部,销售,,{later.year}年{later.month}月{later.day}日", bom=True)
+    path = _csv(tmp_path, zhang(), f"wang.fang,E1002,王芳,销售部,销售,,{later.year}年{later.month}月{later.day}日", bom=True)
     assert run(capsys, path)[0] == 0
     hr = ExportFileConnector(path)
     assert hr.find(employee_number="E1002").department == "销售部"

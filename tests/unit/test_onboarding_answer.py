@@ -25,9 +25,19 @@ from ernie_ops.onboarding.window import OnboardingOver, window
 from tests.harness.dates import day
 from tests.harness.onboarding import TEMPLATES, Writer, make_cfg, write_csv
 
-TODAY = day(0)
-START = day(-2)  # day 3 of the first week
-FACTS = Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜")
+
+def today():
+    return day(0)
+
+
+def start():  # day 3 of the first week
+    return day(-2)
+
+
+def facts():
+    return Facts("zhang.wei", "张伟", "研发", "SRE", start(), "李娜")
+
+
 ONBOARDING = next(s for s in config.parse("").chat.effective_scenarios() if s.tool == "onboarding")
 
 
@@ -35,25 +45,31 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def helper(tmp_path, today=TODAY) -> Onboarding:
+def helper(tmp_path, today=None) -> Onboarding:
     cfg = make_cfg(tmp_path)
-    return Onboarding(cfg, finder(connector_for(cfg.hr, {}), "userName"), PushLog(cfg.push_log), Writer(), today=lambda: today)
+    return Onboarding(
+        cfg,
+        finder(connector_for(cfg.hr, {}), "userName"),
+        PushLog(cfg.push_log),
+        Writer(),
+        today=lambda: day(0) if today is None else today,
+    )
 
 
 # ---- the prompt (pure) ----------------------------------------------------------------------------------
 
 
 def test_the_prompt_holds_the_rules_the_facts_and_the_plan_with_what_is_confirmed(tmp_path):
-    plan = build_plan(FACTS, load_templates(TEMPLATES))
+    plan = build_plan(facts(), load_templates(TEMPLATES))
     with PushLog(tmp_path / "push.sqlite") as log:
         stored = log.push("zhang.wei", [p.to_new_item("欢迎！" if p.needs_model else None) for p in plan.items])
         log.confirm("zhang.wei", stored[2].item_id)  # the second task
         stored = log.items("zhang.wei")
-    prompt = question_prompt(FACTS, plan, stored, window(START, day(0), 30))
+    prompt = question_prompt(facts(), plan, stored, window(start(), day(0), 30))
     assert prompt.startswith(QUESTION_RULES.format(who="直属上级李娜或人事部门", who_en="their manager 李娜 or HR"))
     for rule in ("不要编造、添加、删除或修改任何任务", "never invent, add, drop or change a task"):
         assert rule in prompt
-    assert f"- 入职日期 start date: {zh_date(START)} ({START.isoformat()})" in prompt
+    assert f"- 入职日期 start date: {zh_date(start())} ({start().isoformat()})" in prompt
     assert "- 部门 department: 研发\n- 岗位 role: SRE" in prompt and "- 直属上级 manager: 李娜" in prompt
     assert f"- 入职引导截止 onboarding ends: {zh_date(day(28))}" in prompt
     assert "已确认 1/6 confirmed" in prompt
@@ -69,9 +85,9 @@ def test_the_prompt_holds_the_rules_the_facts_and_the_plan_with_what_is_confirme
 
 
 def test_an_item_not_pushed_yet_is_listed_unconfirmed_and_empty_fields_are_left_out():
-    facts = Facts("li.lei", "李雷", "市场", "", START, None)
+    facts = Facts("li.lei", "李雷", "市场", "", start(), None)
     plan = build_plan(facts, load_templates(TEMPLATES))
-    prompt = question_prompt(facts, plan, [], window(START, day(0), 30))
+    prompt = question_prompt(facts, plan, [], window(start(), day(0), 30))
     assert "岗位" not in prompt and "直属上级" not in prompt and "建议询问人事部门" in prompt
     assert "3. [未确认 not yet confirmed] 熟悉品牌手册" in prompt and "已确认 0/4 confirmed" in prompt
 
@@ -80,7 +96,7 @@ def test_an_item_not_pushed_yet_is_listed_unconfirmed_and_empty_fields_are_left_
 
 
 def test_the_service_prompt_follows_the_confirmations_and_the_window(tmp_path):
-    write_csv(tmp_path, f"zhang.wei,E1001,张伟,研发,SRE,李娜,{START}", f"old,E9,老王,研发,SRE,李娜,{day(-31)}")
+    write_csv(tmp_path, f"zhang.wei,E1001,张伟,研发,SRE,李娜,{start()}", f"old,E9,老王,研发,SRE,李娜,{day(-31)}")
     h = helper(tmp_path)
     items = run(h.open("zhang.wei")).items
     assert "已确认 0/6" in run(h.question_prompt("zhang.wei"))
@@ -125,7 +141,7 @@ def conversation(url: str) -> Conversation:
 
 
 def test_a_typed_question_is_sent_with_the_facts_and_the_plan_as_the_system_prompt(tmp_path):
-    write_csv(tmp_path, f"zhang.wei,E1001,张伟,研发,SRE,李娜,{START}")
+    write_csv(tmp_path, f"zhang.wei,E1001,张伟,研发,SRE,李娜,{start()}")
     h = helper(tmp_path)
     run(h.open("zhang.wei"))
     sink = Recorder()

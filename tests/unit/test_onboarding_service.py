@@ -42,17 +42,28 @@ from ernie_ops.onboarding.window import OnboardingOver
 from tests.harness.dates import day
 from tests.harness.onboarding import TEMPLATES, WELCOME, Writer, make_cfg, write_csv
 
-TODAY = day(0)  # the service's today; every start date below is relative to it
-START = day(5)  # zhang.wei's, still to come: accepted
-ZHANG = f"zhang.wei,E1001,张伟,研发,SRE,李娜,{START}"
-LI = f"li.lei,E1002,李雷,市场,专员,,{day(6)}"
+
+def today():  # the service's today; every start date below is relative to it
+    return day(0)
 
 
-def helper(tmp_path: Path, writer=None, cfg=None, log=None, find=None, today=TODAY) -> Onboarding:
+def start():  # zhang.wei's, still to come: accepted
+    return day(5)
+
+
+def zhang():
+    return f"zhang.wei,E1001,张伟,研发,SRE,李娜,{start()}"
+
+
+def li():
+    return f"li.lei,E1002,李雷,市场,专员,,{day(6)}"
+
+
+def helper(tmp_path: Path, writer=None, cfg=None, log=None, find=None, today=None) -> Onboarding:
     cfg = cfg or make_cfg(tmp_path)
     if find is None:
         find = finder(connector_for(cfg.hr, {}), cfg.hr.lookup)
-    return Onboarding(cfg, find, log or PushLog(cfg.push_log), writer or Writer(), today=lambda: today)
+    return Onboarding(cfg, find, log or PushLog(cfg.push_log), writer or Writer(), today=lambda: day(0) if today is None else today)
 
 
 def rows_in_log(tmp_path: Path) -> list[tuple]:
@@ -68,18 +79,18 @@ def run(coro):
 
 
 def expected_plan(cfg: OnboardingConfig):
-    return build_plan(Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜"), cfg.templates)
+    return build_plan(Facts("zhang.wei", "张伟", "研发", "SRE", start(), "李娜"), cfg.templates)
 
 
 # ---- open: pushed once ------------------------------------------------------------------------------
 
 
 def test_open_pushes_every_item_of_the_plan_once_with_the_models_welcome(tmp_path):
-    write_csv(tmp_path, LI, ZHANG)
+    write_csv(tmp_path, li(), zhang())
     writer = Writer()
     h = helper(tmp_path, writer)
     opened = run(h.open("zhang.wei"))
-    assert opened.facts == Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜")
+    assert opened.facts == Facts("zhang.wei", "张伟", "研发", "SRE", start(), "李娜")
     plan = expected_plan(h.cfg)
     assert [(i.item_id, i.kind) for i in opened.items] == [(p.item_id, p.kind) for p in plan.items]
     assert [i.content for i in opened.items] == [WELCOME] + [p.content for p in plan.items[1:]]
@@ -96,7 +107,7 @@ def test_open_pushes_every_item_of_the_plan_once_with_the_models_welcome(tmp_pat
 
 
 def test_reload_and_restart_push_nothing_and_do_not_ask_the_model_again(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     writer = Writer()
     h = helper(tmp_path, writer)
     first = run(h.open("zhang.wei"))
@@ -110,7 +121,7 @@ def test_reload_and_restart_push_nothing_and_do_not_ask_the_model_again(tmp_path
 
 
 def test_a_template_added_later_is_pushed_alone_without_asking_the_model(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     writer = Writer()
     first = run(helper(tmp_path, writer).open("zhang.wei"))
     more = {**TEMPLATES, "default": {**TEMPLATES["default"], "tasks": [*TEMPLATES["default"]["tasks"], "参加新员工培训"]}}
@@ -122,7 +133,7 @@ def test_a_template_added_later_is_pushed_alone_without_asking_the_model(tmp_pat
 
 
 def test_two_sessions_opening_at_once_push_each_item_once_and_show_one_welcome(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
 
     async def both():
         barrier = asyncio.Barrier(2)
@@ -139,7 +150,7 @@ def test_two_sessions_opening_at_once_push_each_item_once_and_show_one_welcome(t
 
 
 def test_a_fallback_that_lost_the_race_is_not_reported_as_the_welcome_shown(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
 
     async def late_and_failing(facts, system_prompt):  # INJECTED: fails only once the other session has pushed
         for _ in range(500):
@@ -162,7 +173,7 @@ def test_a_fallback_that_lost_the_race_is_not_reported_as_the_welcome_shown(tmp_
 
 
 def test_confirm_is_shown_on_the_next_open_and_is_idempotent(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     h = helper(tmp_path)
     task = run(h.open("zhang.wei")).items[2]
     confirmed = run(h.confirm("zhang.wei", task.item_id))
@@ -174,7 +185,7 @@ def test_confirm_is_shown_on_the_next_open_and_is_idempotent(tmp_path):
 
 
 def test_confirm_in_a_new_process_looks_the_login_up_like_open(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     cfg = make_cfg(tmp_path, lookup="employeeNumber")
     items = run(helper(tmp_path, cfg=cfg).open("E1001")).items
     assert {r[0] for r in rows_in_log(tmp_path)} == {"zhang.wei"}  # the key is the HR user_name, not the login
@@ -183,7 +194,7 @@ def test_confirm_in_a_new_process_looks_the_login_up_like_open(tmp_path):
 
 
 def test_confirm_after_open_needs_no_second_hr_lookup(tmp_path):
-    path = write_csv(tmp_path, ZHANG)
+    path = write_csv(tmp_path, zhang())
     h = helper(tmp_path)
     item = run(h.open("zhang.wei")).items[1]
     path.unlink()  # HR goes away after the page was shown: the 确认 button still works
@@ -194,9 +205,9 @@ def test_confirm_after_open_needs_no_second_hr_lookup(tmp_path):
 
 
 def test_another_login_cannot_confirm_this_employees_item(tmp_path):
-    write_csv(tmp_path, ZHANG, LI)
-    zhang = run(helper(tmp_path).open("zhang.wei")).items
-    sre_task = next(i for i in zhang if i.content == "加入值班群")  # li.lei (市场) was never pushed it
+    write_csv(tmp_path, zhang(), li())
+    items = run(helper(tmp_path).open("zhang.wei")).items
+    sre_task = next(i for i in items if i.content == "加入值班群")  # li.lei (市场) was never pushed it
     h = helper(tmp_path)
     run(h.open("li.lei"))
     with pytest.raises(PushLogError) as theirs:
@@ -204,7 +215,7 @@ def test_another_login_cannot_confirm_this_employees_item(tmp_path):
     with pytest.raises(PushLogError) as unknown:
         run(h.confirm("li.lei", "task-0000000000000000"))
     assert str(theirs.value).replace(sre_task.item_id, "ID") == str(unknown.value).replace("task-0000000000000000", "ID")
-    shared = next(i for i in zhang if i.content == "完成信息安全培训")  # both were pushed it: li.lei confirms only theirs
+    shared = next(i for i in items if i.content == "完成信息安全培训")  # both were pushed it: li.lei confirms only theirs
     assert run(h.confirm("li.lei", shared.item_id)).employee == "li.lei"
     assert [r for r in rows_in_log(tmp_path) if r[0] == "zhang.wei" and r[4] is not None] == []
 
@@ -276,7 +287,7 @@ def test_confirming_after_the_window_is_refused_with_the_over_sentence(tmp_path)
     late = Onboarding(make_cfg(tmp_path), finder(connector_for(make_cfg(tmp_path).hr, {}), "userName"),
                       PushLog(tmp_path / "push.sqlite"), Writer(), today=lambda: clock[0])  # fmt: skip
     run(late.open("zhang.wei"))
-    clock[0] = TODAY  # the page was left open past midnight: the 确认 button says it is over too
+    clock[0] = today()  # the page was left open past midnight: the 确认 button says it is over too
     with pytest.raises(OnboardingOver):
         run(late.confirm("zhang.wei", items[1].item_id))
     assert [r for r in rows_in_log(tmp_path) if r[4] is not None] == []
@@ -289,8 +300,8 @@ def test_confirming_after_the_window_is_refused_with_the_over_sentence(tmp_path)
     ("rows", "kind"),
     [
         (None, "down"),  # no export file
-        ([LI], "not_found"),
-        ([f"zhang.wei,E1001,张伟,,SRE,李娜,{START}"], "incomplete"),
+        ([li()], "not_found"),
+        ([f"zhang.wei,E1001,张伟,,SRE,李娜,{start()}"], "incomplete"),
         (["zhang.wei,E1001,张伟,研发,SRE,李娜,下周一"], "bad_date"),  # unknown format
     ],
 )
@@ -317,7 +328,7 @@ def test_an_hr_error_a_file_cannot_produce_pushes_nothing(tmp_path, kind):
 
 
 def test_a_record_without_user_name_is_a_plan_error_and_pushes_nothing(tmp_path):
-    write_csv(tmp_path, f",E1001,张伟,研发,SRE,李娜,{START}")
+    write_csv(tmp_path, f",E1001,张伟,研发,SRE,李娜,{start()}")
     writer = Writer()
     with pytest.raises(PlanError, match="employee"):
         run(helper(tmp_path, writer, cfg=make_cfg(tmp_path, lookup="employeeNumber")).open("E1001"))
@@ -325,14 +336,14 @@ def test_a_record_without_user_name_is_a_plan_error_and_pushes_nothing(tmp_path)
 
 
 def test_an_empty_login_is_not_found(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     with pytest.raises(HRError) as err:
         run(helper(tmp_path).open("  "))
     assert err.value.kind == "not_found" and rows_in_log(tmp_path) == []
 
 
 def test_a_busy_push_log_is_an_error_with_nothing_half_written(tmp_path, monkeypatch):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     monkeypatch.setattr(pushlog_module, "BUSY_TIMEOUT_MS", 200)
     h = helper(tmp_path)
     other = sqlite3.connect(tmp_path / "push.sqlite", isolation_level=None)
@@ -356,7 +367,7 @@ def test_a_busy_push_log_is_an_error_with_nothing_half_written(tmp_path, monkeyp
     ids=["foreign-url", "foreign-www", "empty", "blank", "too-long"],
 )
 def test_a_refused_welcome_is_replaced_by_the_fallback(tmp_path, text, caplog):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     with caplog.at_level(logging.WARNING, logger="ernie_ops.onboarding.service"):
         opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
     assert opened.fallback_welcome_used
@@ -371,13 +382,13 @@ def test_a_refused_welcome_is_replaced_by_the_fallback(tmp_path, text, caplog):
         ("欢迎张伟加入市场部！期待与你共事。", "names the department '市场部', the record's is '研发'"),
         ("欢迎张伟加入研发，月薪五万，期待与你共事。", "holds '五万', a number that is not among the facts"),
         ("欢迎张伟！你的直属上级是王芳。", "names the manager '王芳', the record's is '李娜'"),
-        (f"欢迎张伟！{day(6).month}月{day(6).day}日见。", f"the start date is {START}"),
+        (f"欢迎张伟！{day(6).month}月{day(6).day}日见。", f"the start date is {start()}"),
         ("欢迎！你的同事们在市场等你。", "names the department '市场'"),  # a department the templates know
     ],
     ids=["wrong-department", "invented-salary", "wrong-manager", "wrong-date", "template-department"],
 )
 def test_a_welcome_that_says_what_the_record_does_not_is_replaced_and_the_reason_logged(tmp_path, text, reason, caplog):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     with caplog.at_level(logging.WARNING, logger="ernie_ops.onboarding.service"):
         opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
     assert opened.fallback_welcome_used and opened.items[0].content == fallback_welcome(opened.facts)
@@ -390,18 +401,18 @@ def test_a_welcome_that_says_what_the_record_does_not_is_replaced_and_the_reason
     [
         "欢迎！邮箱在 https://mail.example.com 可以登录。",
         "欢" * MAX_WELCOME_CHARS,
-        f"欢迎张伟加入研发部！你将于{START.month}月{START.day}日入职，直属上级是李娜。",
+        f"欢迎张伟加入研发部！你将于{start().month}月{start().day}日入职，直属上级是李娜。",
     ],
     ids=["guide-url", "at-limit", "the-records-own-facts"],
 )
 def test_a_welcome_within_the_rules_is_kept(tmp_path, text):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
     assert not opened.fallback_welcome_used and opened.items[0].content == text
 
 
 def test_the_gateway_failing_gives_the_fallback_and_the_plan_is_still_pushed(tmp_path, caplog):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     with socket.socket() as s:  # bound, not listening: the connection is refused (a real failure, no stub)
         s.bind(("127.0.0.1", 0))
         client = GatewayClient(f"http://127.0.0.1:{s.getsockname()[1]}", "m", Timeouts(connect=2, read=2, reply=5))
@@ -414,19 +425,19 @@ def test_the_gateway_failing_gives_the_fallback_and_the_plan_is_still_pushed(tmp
 
 
 def test_a_writer_failing_otherwise_than_the_gateway_is_not_hidden(tmp_path):
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     with pytest.raises(ZeroDivisionError):  # a bug is not a model failure: no fallback, nothing pushed
         run(helper(tmp_path, Writer(ZeroDivisionError("bug"))).open("zhang.wei"))
     assert rows_in_log(tmp_path) == []
 
 
 def test_the_model_is_given_the_facts_only_and_the_rules():
-    facts = Facts("zhang.wei", "张伟", "研发", "SRE", START, "李娜")
+    facts = Facts("zhang.wei", "张伟", "研发", "SRE", start(), "李娜")
     system, user = welcome_messages(facts, "你是入职助手。", WELCOME_RULES)
     assert system == {"role": "system", "content": "你是入职助手。\n\n" + WELCOME_RULES}
     assert user == {
         "role": "user",
-        "content": f'{{"name": "张伟", "department": "研发", "role": "SRE", "start_date": "{START}", "manager": "李娜"}}',
+        "content": f'{{"name": "张伟", "department": "研发", "role": "SRE", "start_date": "{start()}", "manager": "李娜"}}',
     }
     assert "zhang.wei" not in user["content"]
     assert welcome_messages(facts, "  ", WELCOME_RULES)[0]["content"] == WELCOME_RULES
@@ -482,7 +493,7 @@ def test_finder_refuses_an_unknown_lookup(tmp_path):
 
 
 def _stored(tmp_path: Path) -> list[Item]:
-    write_csv(tmp_path, ZHANG)
+    write_csv(tmp_path, zhang())
     h = helper(tmp_path)
     items = run(h.open("zhang.wei")).items
     run(h.confirm("zhang.wei", items[1].item_id))
