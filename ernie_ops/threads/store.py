@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ def _guarded(doing: str):
                 return await method(self, *args, **kwargs)
             except HistoryError:
                 raise
-            except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            except (SQLAlchemyError, sqlite3.Error, OSError, TimeoutError) as exc:
                 raise HistoryUnavailable(f"the chat history database {self.where} could not {doing}: {_reason(exc)}") from exc
 
         return guarded
@@ -104,6 +105,12 @@ def _reason(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def _created(step: dict) -> str:
+    """The step's createdAt as the text it is ordered by ('' when missing: first)."""
+    value = step.get("createdAt")
+    return str(value)[:64] if value else ""
 
 
 def _like(text: str) -> str:
@@ -281,28 +288,21 @@ class ThreadStore:
 
     @_guarded("save a message")
     async def upsert_step(self, step: dict) -> None:
-        """Insert the step or merge `step` into the stored one; a new step's thread is created if missing."""
+        """Insert the step or merge `step` into the stored one; a new step's thread is created if missing.
+        Two hosts or tasks saving the same step at once: one inserts, the other merges into it."""
         step_id = step.get("id")
         if not step_id:
             raise HistoryError("a step without an id cannot be saved")
         s = schema.steps
         async with self.engine.begin() as conn:
-            stored = (await conn.execute(sa.select(s.c.thread_id, s.c.data).where(s.c.id == step_id))).first()
-            if stored is None:
-                thread_id = step.get("threadId")
-                if not thread_id:
-                    raise HistoryError(f"step {step_id} has no threadId")
-                await self._touch(conn, thread_id)
-                await conn.execute(
-                    sa.insert(s).values(
-                        id=step_id, thread_id=thread_id, created_at=step.get("createdAt") or "", type=step.get("type"), data=dict(step)
-                    )
-                )
+            thread_id = await self._owner_of(conn, s, step_id, step, "step")
+            row = {"id": step_id, "thread_id": thread_id, "created_at": _created(step), "type": step.get("type"), "data": dict(step)}
+            if await self._insert_ignore(conn, s, row):
                 return
-            merged = {**(stored.data or {}), **step, "threadId": stored.thread_id}  # a step never moves thread
-            await self._touch(conn, stored.thread_id)
+            stored = (await conn.execute(sa.select(s.c.data).where(s.c.id == step_id).with_for_update())).scalar_one()
+            merged = {**(stored or {}), **step, "threadId": thread_id}  # a step never moves thread
             await conn.execute(
-                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=merged.get("createdAt") or "", type=merged.get("type"))
+                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=_created(merged), type=merged.get("type"))
             )
 
     @_guarded("delete a message")
@@ -329,24 +329,20 @@ class ThreadStore:
     @_guarded("save a file or element")
     async def upsert_element(self, element: dict, content: bytes | None) -> None:
         """Insert or merge the element; `content` None keeps the bytes already stored."""
-        element_id, thread_id = element.get("id"), element.get("threadId")
+        element_id = element.get("id")
         if not element_id:
             raise HistoryError("an element without an id cannot be saved")
         e = schema.elements
         async with self.engine.begin() as conn:
-            stored = (await conn.execute(sa.select(e.c.thread_id, e.c.data).where(e.c.id == element_id))).first()
-            if stored is None:
-                if not thread_id:
-                    raise HistoryError(f"element {element_id} has no threadId")
-                await self._touch(conn, thread_id)
-                row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
-                await conn.execute(sa.insert(e).values(**row))
+            thread_id = await self._owner_of(conn, e, element_id, element, "element")
+            row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
+            if await self._insert_ignore(conn, e, row):
                 return
-            merged = {**(stored.data or {}), **element, "threadId": stored.thread_id}
+            stored = (await conn.execute(sa.select(e.c.data).where(e.c.id == element_id).with_for_update())).scalar_one()
+            merged = {**(stored or {}), **element, "threadId": thread_id}
             values: dict[str, Any] = {"data": merged, "for_id": merged.get("forId")}
             if content is not None:
                 values["content"] = content
-            await self._touch(conn, stored.thread_id)
             await conn.execute(sa.update(e).where(e.c.id == element_id).values(**values))
 
     @_guarded("read an element")
@@ -470,9 +466,23 @@ class ThreadStore:
             values["user_identifier"] = sa.func.coalesce(t.c.user_identifier, user)
         await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))
 
-    async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> None:
+    async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> bool:
+        """INSERT unless a row with the same key exists (even one another transaction is inserting); True if inserted."""
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        await conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+        key = next(iter(table.primary_key.columns))
+        stmt = dialect.insert(table).values(**values).on_conflict_do_nothing().returning(key)
+        return (await conn.execute(stmt)).first() is not None
+
+    async def _owner_of(self, conn: AsyncConnection, table: sa.Table, item_id: str, item: dict, what: str) -> str:
+        """The thread of a stored step/element (it never moves), else the new one's threadId; the thread is
+        created if missing and touched, first, so every write locks the thread before the item."""
+        thread_id = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == item_id))).scalar()
+        if thread_id is None:
+            thread_id = item.get("threadId")
+            if not thread_id:
+                raise HistoryError(f"{what} {item_id} has no threadId")
+        await self._touch(conn, thread_id)
+        return thread_id
 
     async def _delete_threads(self, conn: AsyncConnection, ids: list[str]) -> int:
         deleted = 0
