@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
+
 from tests.conftest import free_port
 
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
@@ -125,6 +127,20 @@ class Postgres:
         except subprocess.TimeoutExpired:
             os.kill(self.proc.pid, signal.SIGQUIT)  # immediate shutdown
             self.proc.wait(timeout=10)
+
+    def freeze(self) -> None:
+        """SIGSTOP the server and every backend (each runs in a session of its own, so not by process group):
+        the kernel still accepts connections on the port, nothing answers; a hung server, a host gone silent."""
+        main = psutil.Process(self.proc.pid)
+        main.suspend()  # first: no new backend is forked after the children are listed
+        for child in main.children(recursive=True):
+            child.suspend()
+
+    def thaw(self) -> None:
+        main = psutil.Process(self.proc.pid)
+        for child in main.children(recursive=True):
+            child.resume()
+        main.resume()
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,131 @@
+"""The thread store on a real PostgreSQL (Debian's package, started by tests/harness/postgres.py): every behaviour
+test the store's unit tests run on SQLite (their bodies live in tests/harness/thread_store_contract.py), here
+on a fresh database each, reached over TCP with a password like a chat host reaches the shared server.
+
+Plus the faults only a server has: stopped mid-use, the store raises HistoryUnavailable (an ErnieOpsError,
+never a driver error) at once; frozen (SIGSTOP: the TCP port accepts, nothing answers), within the store's
+connect/command timeouts; started again, the same store object writes again, and a step upserted before and
+after the outage is one row."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+import pytest
+
+from ernie_ops.errors import ErnieOpsError
+from ernie_ops.threads.errors import HistoryUnavailable
+from ernie_ops.threads.store import ThreadStore
+from tests.harness import postgres, tiers
+
+reason = postgres.why_unavailable()
+if reason:
+    pytestmark = tiers.unavailable(f"integration postgresql: {reason}")
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    """A server of this module's own for the fault tests, which stop and freeze it (0.6 s to make)."""
+    pg = postgres.start()
+    yield pg
+    if pg.running:
+        pg.thaw()  # a test that failed while the server was frozen
+    postgres.remove(pg)
+
+
+def iso(seconds_ago: float = 0) -> str:
+    """A Chainlit createdAt (ISO 8601 UTC with a Z) `seconds_ago` seconds before now."""
+    return datetime.fromtimestamp(time.time() - seconds_ago, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def step(step_id: str, thread_id: str, output: str, seconds_ago: float) -> dict:
+    return {"id": step_id, "threadId": thread_id, "parentId": None, "type": "assistant_message", "name": "Ernie",
+            "input": "", "output": output, "createdAt": iso(seconds_ago), "metadata": {}}  # fmt: skip
+
+
+def rows(pg: postgres.Postgres, database: str, sql: str) -> str:
+    """What the server itself holds, read as its superuser: not through the store under test."""
+    return pg.psql(sql, database=database).strip()
+
+
+def assert_unavailable(exc: BaseException, pg: postgres.Postgres) -> None:
+    assert isinstance(exc, HistoryUnavailable) and isinstance(exc, ErnieOpsError), repr(exc)
+    text = str(exc)
+    assert pg.password not in text and quote(pg.password, safe="") not in text, f"the password is in the message: {text}"
+
+
+async def _until_unavailable(call, bound_s: float) -> tuple[BaseException, float]:
+    began = time.monotonic()
+    try:
+        await asyncio.wait_for(call, bound_s + 30)  # a hang is a failure with a message, not a stuck suite
+    except HistoryUnavailable as exc:
+        return exc, time.monotonic() - began
+    except TimeoutError:
+        pytest.fail(f"the store was still waiting after {bound_s + 30:.0f} s (bound {bound_s} s)")
+    pytest.fail("the store wrote to a server that is down")
+
+
+def test_server_stopped_then_started_same_store_no_duplicate(own_server):
+    pg = own_server
+    url = pg.create_database("stopped")
+
+    async def scenario() -> None:
+        store = await ThreadStore.open(url)
+        try:
+            await store.upsert_thread("t-1", user="alice", name="季度计划")
+            await store.upsert_step(step("s-1", "t-1", "第一版", 3))
+            pg.stop()
+            exc, took = await _until_unavailable(store.upsert_step(step("s-1", "t-1", "第二版", 3)), bound_s=5)
+            assert_unavailable(exc, pg)
+            assert took < 5, f"a stopped server (connection refused) took {took:.1f} s to report"
+            exc, _ = await _until_unavailable(store.steps("t-1"), bound_s=5)
+            assert_unavailable(exc, pg)
+            pg.start()
+            await store.upsert_step(step("s-1", "t-1", "第二版", 3))  # what the chat retries once the database is back
+            await store.upsert_step(step("s-2", "t-1", "之后", 1))
+            got = await store.steps("t-1")
+            assert [(s["id"], s["output"]) for s in got] == [("s-1", "第二版"), ("s-2", "之后")]
+        finally:
+            if not pg.running:
+                pg.start()
+            await store.close()
+
+    asyncio.run(scenario())
+    assert rows(pg, "stopped", "SELECT count(*) FROM steps WHERE id = 's-1'") == "1"
+    assert rows(pg, "stopped", "SELECT count(*) FROM threads") == "1"
+
+
+# Short timeouts for the frozen-server test, through the URL's query as an operator's chat.env may set them
+# (the store's defaults: database.PG_CONNECT_TIMEOUT_S, database.PG_COMMAND_TIMEOUT_S).
+CONNECT_S, COMMAND_S = 2, 2
+
+
+def test_server_frozen_reports_within_the_timeouts_then_resumes(own_server):
+    """SIGSTOP on the server and its backends: connections are accepted by the kernel and never answered, as
+    with a database host that hangs or vanishes without a reset. Without timeouts the call never returns."""
+    pg = own_server
+    url = pg.create_database("frozen") + f"?timeout={CONNECT_S}&command_timeout={COMMAND_S}"
+
+    async def scenario() -> None:
+        store = await ThreadStore.open(url)
+        try:
+            await store.upsert_step(step("s-1", "t-1", "冻结前", 2))
+            pg.freeze()
+            try:
+                bound = CONNECT_S + COMMAND_S + 1  # a pooled connection's ping times out, then the new connection's
+                exc, took = await _until_unavailable(store.upsert_step(step("s-1", "t-1", "冻结中", 2)), bound_s=bound)
+                assert_unavailable(exc, pg)
+                assert took < bound, f"a frozen server took {took:.1f} s to report (bound {bound} s)"
+            finally:
+                pg.thaw()
+            await store.upsert_step(step("s-1", "t-1", "解冻后", 2))
+            await store.upsert_step(step("s-2", "t-1", "之后", 1))
+            assert [(s["id"], s["output"]) for s in await store.steps("t-1")] == [("s-1", "解冻后"), ("s-2", "之后")]
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+    assert rows(pg, "frozen", "SELECT count(*) FROM steps WHERE id = 's-1'") == "1"
