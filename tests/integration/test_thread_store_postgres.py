@@ -129,3 +129,25 @@ def test_server_frozen_reports_within_the_timeouts_then_resumes(own_server):
 
     asyncio.run(scenario())
     assert rows(pg, "frozen", "SELECT count(*) FROM steps WHERE id = 's-1'") == "1"
+
+
+def test_concurrent_saves_of_one_step_merge_into_one_row(postgres_url):
+    """Chainlit saves a message and its updates from separate tasks (create_step, then update_step as the reply
+    streams), so on a server with a pool two transactions can save the same new step at once. SQLite takes
+    its write lock at BEGIN; PostgreSQL lets both look, find nothing and insert."""
+
+    async def scenario() -> list[dict]:
+        store = await ThreadStore.open(postgres_url)
+        try:
+            await store.upsert_thread("t-1", user="alice")
+            saves = []
+            for n in range(12):
+                first = step(f"s-{n:02}", "t-1", f"回答 {n}", 30 - n)
+                saves += [store.upsert_step(first), store.upsert_step({"id": first["id"], "threadId": "t-1", "input": f"问题 {n}"})]
+            await asyncio.gather(*saves)
+            return await store.steps("t-1")
+        finally:
+            await store.close()
+
+    got = asyncio.run(scenario())
+    assert [(s["id"], s["input"], s["output"]) for s in got] == [(f"s-{n:02}", f"问题 {n}", f"回答 {n}") for n in range(12)]
