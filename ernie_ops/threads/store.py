@@ -273,12 +273,11 @@ class ThreadStore:
             raise HistoryError("a step without an id cannot be saved")
         s = schema.steps
         async with self.engine.begin() as conn:
+            thread_id = await self._take_turn(conn, s, step_id, step.get("threadId"))
+            if thread_id is None:
+                raise HistoryError(f"step {step_id} has no threadId")
             stored = (await conn.execute(sa.select(s.c.thread_id, s.c.data).where(s.c.id == step_id))).first()
             if stored is None:
-                thread_id = step.get("threadId")
-                if not thread_id:
-                    raise HistoryError(f"step {step_id} has no threadId")
-                await self._touch(conn, thread_id)
                 await conn.execute(
                     sa.insert(s).values(
                         id=step_id, thread_id=thread_id, created_at=step.get("createdAt") or "", type=step.get("type"), data=dict(step)
@@ -286,7 +285,6 @@ class ThreadStore:
                 )
                 return
             merged = {**(stored.data or {}), **step, "threadId": stored.thread_id}  # a step never moves thread
-            await self._touch(conn, stored.thread_id)
             await conn.execute(
                 sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=merged.get("createdAt") or "", type=merged.get("type"))
             )
@@ -298,9 +296,9 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 return
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_take_turn`)
             await conn.execute(sa.delete(schema.feedback).where(schema.feedback.c.step_id == step_id))
             await conn.execute(sa.delete(s).where(s.c.id == step_id))
-            await self._touch(conn, thread_id)
 
     @_guarded("read a thread's messages")
     async def steps(self, thread_id: str) -> list[dict]:
@@ -320,11 +318,11 @@ class ThreadStore:
             raise HistoryError("an element without an id cannot be saved")
         e = schema.elements
         async with self.engine.begin() as conn:
+            thread_id = await self._take_turn(conn, e, element_id, thread_id)
+            if thread_id is None:
+                raise HistoryError(f"element {element_id} has no threadId")
             stored = (await conn.execute(sa.select(e.c.thread_id, e.c.data).where(e.c.id == element_id))).first()
             if stored is None:
-                if not thread_id:
-                    raise HistoryError(f"element {element_id} has no threadId")
-                await self._touch(conn, thread_id)
                 row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
                 await conn.execute(sa.insert(e).values(**row))
                 return
@@ -332,7 +330,6 @@ class ThreadStore:
             values: dict[str, Any] = {"data": merged, "for_id": merged.get("forId")}
             if content is not None:
                 values["content"] = content
-            await self._touch(conn, stored.thread_id)
             await conn.execute(sa.update(e).where(e.c.id == element_id).values(**values))
 
     @_guarded("read an element")
@@ -364,8 +361,8 @@ class ThreadStore:
             owner = (await conn.execute(q)).scalar()
             if owner is None:
                 return
+            await self._touch(conn, owner)  # the thread's row first, as every write (`_take_turn`)
             await conn.execute(sa.delete(e).where(e.c.id == element_id))
-            await self._touch(conn, owner)
 
     # feedback
 
@@ -377,12 +374,12 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 raise HistoryError(f"no message {step_id} in the chat history to attach feedback to")
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_take_turn`)
             fid = feedback_id or str(uuid.uuid4())
             now = self.now()
             values = {"thread_id": thread_id, "step_id": step_id, "value": int(value), "comment": comment, "updated_at": now}
             await self._insert_ignore(conn, f, {"id": fid, "created_at": now, **values})
             await conn.execute(sa.update(f).where(f.c.id == fid).values(**values))
-            await self._touch(conn, thread_id)
         return fid
 
     @_guarded("delete feedback")
@@ -392,8 +389,8 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(f.c.thread_id).where(f.c.id == feedback_id))).scalar()
             if thread_id is None:
                 return False
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_take_turn`)
             await conn.execute(sa.delete(f).where(f.c.id == feedback_id))
-            await self._touch(conn, thread_id)
             return True
 
     @_guarded("read feedback")
@@ -442,6 +439,20 @@ class ThreadStore:
         q = sa.select(s.c.data).where(s.c.thread_id == thread_id).order_by(s.c.created_at, s.c.seq)
         return [dict(d) for d in (await conn.execute(q)).scalars()]
 
+    async def _take_turn(self, conn: AsyncConnection, table: sa.Table, row_id: str, given: str | None) -> str | None:
+        """The thread of `table`'s row `row_id` (its stored thread, else `given`; None: neither), touched first.
+
+        On PostgreSQL the touch's UPDATE locks the thread's row until commit, so saves into one thread take
+        turns: Chainlit saves a new step and its update from two tasks at once, and without the lock both
+        transactions would find no row and insert (a unique violation) or merge into a stale copy. Every
+        write locks the thread before its steps, elements or feedback, so two writes never wait on each
+        other crosswise. SQLite already serialises writers at BEGIN IMMEDIATE."""
+        stored = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == row_id))).scalar()
+        thread_id = stored or given
+        if thread_id:
+            await self._touch(conn, thread_id)
+        return thread_id or None
+
     async def _touch(self, conn: AsyncConnection, thread_id: str, user: str | None = None) -> None:
         """Create the thread if missing; set its updated_at to now and its user if it has none yet."""
         t = schema.threads
@@ -461,6 +472,8 @@ class ThreadStore:
         deleted = 0
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
+            t = schema.threads  # the threads' rows first, in one order, as every write (`_take_turn`)
+            await conn.execute(sa.select(t.c.id).where(t.c.id.in_(chunk)).order_by(t.c.id).with_for_update())
             for table in (schema.feedback, schema.elements, schema.steps):
                 await conn.execute(sa.delete(table).where(table.c.thread_id.in_(chunk)))
             deleted += (await conn.execute(sa.delete(schema.threads).where(schema.threads.c.id.in_(chunk)))).rowcount
