@@ -20,10 +20,16 @@ from ernie_ops.errors import ErnieOpsError
 from ernie_ops.threads.errors import HistoryUnavailable
 from ernie_ops.threads.store import ThreadStore
 from tests.harness import postgres, tiers
+from tests.harness import thread_store_contract as contract
 
 reason = postgres.why_unavailable()
 if reason:
     pytestmark = tiers.unavailable(f"integration postgresql: {reason}")
+
+
+@pytest.mark.parametrize("check", contract.CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+def test_store_on_postgresql(check, postgres_url):
+    asyncio.run(contract.run_check(check, postgres_url))
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +149,7 @@ def test_concurrent_saves_of_one_step_merge_into_one_row(postgres_url):
             saves = []
             for n in range(12):
                 first = step(f"s-{n:02}", "t-1", f"回答 {n}", 30 - n)
+                del first["input"]  # the two saves carry different keys: both must end up in the row
                 saves += [store.upsert_step(first), store.upsert_step({"id": first["id"], "threadId": "t-1", "input": f"问题 {n}"})]
             await asyncio.gather(*saves)
             return await store.steps("t-1")
@@ -151,3 +158,29 @@ def test_concurrent_saves_of_one_step_merge_into_one_row(postgres_url):
 
     got = asyncio.run(scenario())
     assert [(s["id"], s["input"], s["output"]) for s in got] == [(f"s-{n:02}", f"问题 {n}", f"回答 {n}") for n in range(12)]
+
+
+def test_concurrent_writes_to_one_thread_lose_no_key_and_never_deadlock(postgres_url):
+    """Updates of one stored step from many tasks (each adds its own key: none may be merged into a stale copy),
+    beside saves of elements and feedback, a step deleted and another thread deleted, all at once."""
+
+    async def scenario() -> tuple[list[dict], list[dict], object]:
+        store = await ThreadStore.open(postgres_url)
+        try:
+            await store.upsert_thread("t-1", user="alice")
+            await store.upsert_step(step("s-1", "t-1", "回答", 10))
+            await store.upsert_step(step("s-gone", "t-1", "删掉", 5))
+            await store.upsert_step(step("s-9", "t-9", "另一个", 5))
+            writes = [store.upsert_step({"id": "s-1", "threadId": "t-1", f"k{n}": n}) for n in range(10)]
+            writes += [store.upsert_element({"id": f"e-{n}", "threadId": "t-1", "forId": "s-1", "type": "file"}, b"x") for n in range(5)]
+            writes += [store.upsert_feedback(feedback_id=None, step_id="s-1", value=0, comment="不对"), store.delete_step("s-gone")]
+            writes += [store.delete_thread("t-9")]
+            await asyncio.wait_for(asyncio.gather(*writes), 60)
+            return await store.steps("t-1"), await store.elements("t-1"), await store.get_thread("t-9")
+        finally:
+            await store.close()
+
+    got_steps, got_elements, gone = asyncio.run(scenario())
+    [s1] = got_steps
+    assert {k: s1.get(k) for k in (f"k{n}" for n in range(10))} == {f"k{n}": n for n in range(10)}
+    assert sorted(e["id"] for e in got_elements) == [f"e-{n}" for n in range(5)] and gone is None
