@@ -45,7 +45,7 @@ SETTINGS = {
     "max_connections": "40",
     "log_connections": "on",
     "log_line_prefix": "'%m [%p] %q%u@%d '",
-    "timezone": "'UTC'",
+    "timezone": "'Asia/Shanghai'",  # not UTC, as a server in China may run: times must not depend on it
 }
 
 

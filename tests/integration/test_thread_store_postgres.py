@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.threads.errors import HistoryUnavailable
+from ernie_ops.threads.errors import HistorySchemaError, HistoryUnavailable
 from ernie_ops.threads.store import ThreadStore
 from tests.harness import postgres, tiers
 from tests.harness import thread_store_contract as contract
@@ -184,3 +184,43 @@ def test_concurrent_writes_to_one_thread_lose_no_key_and_never_deadlock(postgres
     [s1] = got_steps
     assert {k: s1.get(k) for k in (f"k{n}" for n in range(10))} == {f"k{n}": n for n in range(10)}
     assert sorted(e["id"] for e in got_elements) == [f"e-{n}" for n in range(5)] and gone is None
+
+
+def test_a_role_that_may_not_create_tables_is_told_what_to_grant(postgres_server):
+    """An operator's server: the database made by its owner, the chat's role granted CONNECT only. PostgreSQL 15
+    lets only the owner create tables in `public`; the sentence names the role and both ways to fix it."""
+    pg = postgres_server
+    pg.psql("CREATE DATABASE ops_owned")
+    pg.psql(f"GRANT CONNECT ON DATABASE ops_owned TO {postgres.ROLE}")
+    with pytest.raises(HistorySchemaError) as caught:
+        asyncio.run(ThreadStore.open(pg.url("ops_owned")))
+    text = str(caught.value)
+    assert f"does not let {postgres.ROLE} create its tables" in text and "permission denied for schema public" in text
+    assert f"ALTER DATABASE ops_owned OWNER TO {postgres.ROLE}" in text and "GRANT USAGE, CREATE ON SCHEMA public" in text
+    assert pg.password not in text
+    pg.psql(f"GRANT USAGE, CREATE ON SCHEMA public TO {postgres.ROLE}", database="ops_owned")  # the second way, as told
+
+    async def after_the_grant() -> int:
+        store = await ThreadStore.open(pg.url("ops_owned"))
+        try:
+            await store.upsert_step(step("s-1", "t-1", "好了", 1))
+            return await store.schema_version()
+        finally:
+            await store.close()
+
+    assert asyncio.run(after_the_grant()) >= 1
+
+
+def test_two_hosts_opening_an_empty_database_at_once_migrate_it_once(postgres_url, postgres_server):
+    async def both() -> list[int]:
+        stores = await asyncio.gather(*(ThreadStore.open(postgres_url) for _ in range(3)))
+        try:
+            return [await s.schema_version() for s in stores]
+        finally:
+            for s in stores:
+                await s.close()
+
+    versions = asyncio.run(both())
+    assert len(set(versions)) == 1 and versions[0] >= 1
+    database = postgres_url.rsplit("/", 1)[1]
+    assert rows(postgres_server, database, "SELECT count(*) FROM schema_version") == str(versions[0])
