@@ -83,9 +83,11 @@ def prepare_sqlite_file(path: Path) -> str | None:
     """Make `path` ready for the engine: refuse what is not a history file, keep a damaged one aside and start
     afresh (the sentence saying so is logged and returned), WAL for a new one. Raises HistorySchemaError or
     HistoryUnavailable (a directory that cannot be created or written)."""
+    lock = path.with_name(path.name + ".lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with flock(path.with_name(path.name + ".lock")):
+        new = [p for p in (path, lock) if not p.exists()]
+        with flock(lock):
             kept = _check_file(path)
             conn = connect(path, BUSY_TIMEOUT_MS)
             try:
@@ -98,6 +100,7 @@ def prepare_sqlite_file(path: Path) -> str | None:
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             finally:
                 conn.close()
+            _own_like_directory([*new, path] if kept else new)
     except OSError as exc:
         raise HistoryUnavailable(
             f"cannot open the chat history {path}: "
@@ -108,6 +111,26 @@ def prepare_sqlite_file(path: Path) -> str | None:
     if kept:
         log.warning(kept)
     return kept
+
+
+def _own_like_directory(paths: list[Path]) -> None:
+    """Files root created for the app (an `ernie-ops chat ...` command run by the operator) get the owner of
+    their directory, the chat app's state dir, so the app can still open them."""
+    if os.geteuid() != 0:
+        return
+    for p in paths:
+        owner = p.parent.stat()
+        if p.exists() and p.stat().st_uid != owner.st_uid:
+            os.chown(p, owner.st_uid, owner.st_gid)
+
+
+def existing_url(history, environ: Mapping[str, str] | None = None) -> str | None:
+    """`database_url`, or None when the SQLite file does not exist yet (a report or a deletion by the
+    operator has nothing to read and must not create the app's file)."""
+    url = database_url(history, environ)
+    if history.backend == "sqlite" and not Path(make_url(url).database).exists():
+        return None
+    return url
 
 
 def _check_file(path: Path) -> str | None:

@@ -72,6 +72,14 @@ class FeedbackRow:
     step: dict | None
     question: dict | None
     elements: list[dict] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # element id -> the text shown (text elements: a source's passage)
+
+
+TEXT_PREVIEW_CHARS = 2000
+
+
+def _text(content: bytes) -> str:
+    return content[: TEXT_PREVIEW_CHARS * 4].decode("utf-8", errors="replace")[:TEXT_PREVIEW_CHARS]
 
 
 def _guarded(doing: str):
@@ -248,6 +256,12 @@ class ThreadStore:
         async with self.engine.begin() as conn:
             await self._delete_threads(conn, [thread_id])
 
+    @_guarded("count a user's threads")
+    async def count_threads_of(self, user: str) -> int:
+        t = schema.threads
+        async with self.engine.connect() as conn:
+            return (await conn.execute(sa.select(sa.func.count()).where(t.c.user_identifier == user))).scalar_one()
+
     @_guarded("delete a user's threads")
     async def delete_threads_of(self, user: str) -> int:
         t = schema.threads
@@ -412,8 +426,10 @@ class ThreadStore:
                     threads[r.thread_id] = await self._steps(conn, r.thread_id)
                 step, question = _answer_and_question(threads[r.thread_id], r.step_id)
                 e = schema.elements
-                q_shown = sa.select(e.c.data).where(e.c.for_id == r.step_id).order_by(e.c.id)
-                shown = [dict(d) for d in (await conn.execute(q_shown)).scalars()]
+                q_shown = sa.select(e.c.data, e.c.content).where(e.c.for_id == r.step_id).order_by(e.c.id)
+                shown_rows = (await conn.execute(q_shown)).all()
+                shown = [dict(x.data) for x in shown_rows]
+                texts = {x.data["id"]: _text(x.content) for x in shown_rows if x.data.get("type") == "text" and x.content is not None}
                 out.append(
                     FeedbackRow(
                         id=r.id,
@@ -428,6 +444,7 @@ class ThreadStore:
                         step=step,
                         question=question,
                         elements=shown,
+                        texts=texts,
                     )
                 )
         return out

@@ -5,6 +5,7 @@ fresh one started, a database that fails in use turned into HistoryUnavailable, 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -201,3 +202,21 @@ def test_two_stores_writing_one_file_at_once_both_succeed(tmp_path):
             await b.close()
 
     run(go())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root creates files owned by someone else")
+def test_files_root_creates_for_the_app_belong_to_the_state_dirs_owner(tmp_path):
+    state = tmp_path / "ernie-ops-chat"
+    state.mkdir()
+    os.chown(state, 4321, 4321)  # the chat app's user, whose state dir it is; the operator runs the CLI as root
+    path = state / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        await store.close()
+
+    run(go())
+    assert {p.name: (p.stat().st_uid, p.stat().st_gid) for p in state.iterdir() if not p.name.endswith(("-wal", "-shm"))} == {
+        "history.sqlite": (4321, 4321),
+        "history.sqlite.lock": (4321, 4321),
+    }
