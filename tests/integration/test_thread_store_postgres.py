@@ -224,3 +224,14 @@ def test_two_hosts_opening_an_empty_database_at_once_migrate_it_once(postgres_ur
     assert len(set(versions)) == 1 and versions[0] >= 1
     database = postgres_url.rsplit("/", 1)[1]
     assert rows(postgres_server, database, "SELECT count(*) FROM schema_version") == str(versions[0])
+
+
+def test_a_wrong_password_is_refused_by_the_server_in_one_sentence(postgres_server):
+    """The server checks the password (scram-sha-256 over TCP, as a shared server does): the store says so
+    without repeating either password."""
+    pg = postgres_server
+    wrong = pg.url().replace(quote(pg.password, safe=""), "not-the-password")
+    with pytest.raises(HistoryUnavailable) as caught:
+        asyncio.run(ThreadStore.open(wrong))
+    assert_unavailable(caught.value, pg)
+    assert 'password authentication failed for user "ernie"' in str(caught.value) and "not-the-password" not in str(caught.value)
