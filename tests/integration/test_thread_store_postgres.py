@@ -121,7 +121,7 @@ def test_server_frozen_reports_within_the_timeouts_then_resumes(own_server):
             await store.upsert_step(step("s-1", "t-1", "冻结前", 2))
             pg.freeze()
             try:
-                bound = CONNECT_S + COMMAND_S + 1  # a pooled connection's ping times out, then the new connection's
+                bound = CONNECT_S + COMMAND_S + 2  # a pooled connection's ping times out, then the new connection's
                 exc, took = await _until_unavailable(store.upsert_step(step("s-1", "t-1", "冻结中", 2)), bound_s=bound)
                 assert_unavailable(exc, pg)
                 assert took < bound, f"a frozen server took {took:.1f} s to report (bound {bound} s)"
