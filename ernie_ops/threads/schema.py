@@ -43,7 +43,7 @@ class UTCDateTime(sa.types.TypeDecorator):
 
 
 Json = sa.JSON(none_as_null=True)
-Id = sa.String(64)  # Chainlit's ids are UUIDs; room for other string ids
+Id = sa.String(255)  # Chainlit's ids are UUIDs; room for other string ids
 
 METADATA = sa.MetaData()
 

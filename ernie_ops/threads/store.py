@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ def _guarded(doing: str):
                 return await method(self, *args, **kwargs)
             except HistoryError:
                 raise
-            except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            except (SQLAlchemyError, sqlite3.Error, OSError, TimeoutError) as exc:
                 raise HistoryUnavailable(f"the chat history database {self.where} could not {doing}: {_reason(exc)}") from exc
 
         return guarded
@@ -104,6 +105,12 @@ def _reason(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def _created(step: dict) -> str:
+    """The step's createdAt as the text it is ordered by ('' when missing: first)."""
+    value = step.get("createdAt")
+    return str(value)[:64] if value else ""
 
 
 def _like(text: str) -> str:
@@ -281,26 +288,21 @@ class ThreadStore:
 
     @_guarded("save a message")
     async def upsert_step(self, step: dict) -> None:
-        """Insert the step or merge `step` into the stored one; a new step's thread is created if missing."""
+        """Insert the step or merge `step` into the stored one; a new step's thread is created if missing.
+        Two hosts or tasks saving the same step at once: one inserts, the other merges into it."""
         step_id = step.get("id")
         if not step_id:
             raise HistoryError("a step without an id cannot be saved")
         s = schema.steps
         async with self.engine.begin() as conn:
-            thread_id = await self._take_turn(conn, s, step_id, step.get("threadId"))
-            if thread_id is None:
-                raise HistoryError(f"step {step_id} has no threadId")
-            stored = (await conn.execute(sa.select(s.c.thread_id, s.c.data).where(s.c.id == step_id))).first()
-            if stored is None:
-                await conn.execute(
-                    sa.insert(s).values(
-                        id=step_id, thread_id=thread_id, created_at=step.get("createdAt") or "", type=step.get("type"), data=dict(step)
-                    )
-                )
+            thread_id = await self._owner_of(conn, s, step_id, step, "step")
+            row = {"id": step_id, "thread_id": thread_id, "created_at": _created(step), "type": step.get("type"), "data": dict(step)}
+            if await self._insert_ignore(conn, s, row):
                 return
-            merged = {**(stored.data or {}), **step, "threadId": stored.thread_id}  # a step never moves thread
+            stored = (await conn.execute(sa.select(s.c.data).where(s.c.id == step_id).with_for_update())).scalar_one()
+            merged = {**(stored or {}), **step, "threadId": thread_id}  # a step never moves thread
             await conn.execute(
-                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=merged.get("createdAt") or "", type=merged.get("type"))
+                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=_created(merged), type=merged.get("type"))
             )
 
     @_guarded("delete a message")
@@ -310,7 +312,7 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 return
-            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_take_turn`)
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(schema.feedback).where(schema.feedback.c.step_id == step_id))
             await conn.execute(sa.delete(s).where(s.c.id == step_id))
 
@@ -327,20 +329,17 @@ class ThreadStore:
     @_guarded("save a file or element")
     async def upsert_element(self, element: dict, content: bytes | None) -> None:
         """Insert or merge the element; `content` None keeps the bytes already stored."""
-        element_id, thread_id = element.get("id"), element.get("threadId")
+        element_id = element.get("id")
         if not element_id:
             raise HistoryError("an element without an id cannot be saved")
         e = schema.elements
         async with self.engine.begin() as conn:
-            thread_id = await self._take_turn(conn, e, element_id, thread_id)
-            if thread_id is None:
-                raise HistoryError(f"element {element_id} has no threadId")
-            stored = (await conn.execute(sa.select(e.c.thread_id, e.c.data).where(e.c.id == element_id))).first()
-            if stored is None:
-                row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
-                await conn.execute(sa.insert(e).values(**row))
+            thread_id = await self._owner_of(conn, e, element_id, element, "element")
+            row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
+            if await self._insert_ignore(conn, e, row):
                 return
-            merged = {**(stored.data or {}), **element, "threadId": stored.thread_id}
+            stored = (await conn.execute(sa.select(e.c.data).where(e.c.id == element_id).with_for_update())).scalar_one()
+            merged = {**(stored or {}), **element, "threadId": thread_id}
             values: dict[str, Any] = {"data": merged, "for_id": merged.get("forId")}
             if content is not None:
                 values["content"] = content
@@ -375,7 +374,7 @@ class ThreadStore:
             owner = (await conn.execute(q)).scalar()
             if owner is None:
                 return
-            await self._touch(conn, owner)  # the thread's row first, as every write (`_take_turn`)
+            await self._touch(conn, owner)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(e).where(e.c.id == element_id))
 
     # feedback
@@ -388,7 +387,7 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 raise HistoryError(f"no message {step_id} in the chat history to attach feedback to")
-            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_take_turn`)
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             fid = feedback_id or str(uuid.uuid4())
             now = self.now()
             values = {"thread_id": thread_id, "step_id": step_id, "value": int(value), "comment": comment, "updated_at": now}
@@ -403,7 +402,7 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(f.c.thread_id).where(f.c.id == feedback_id))).scalar()
             if thread_id is None:
                 return False
-            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_take_turn`)
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(f).where(f.c.id == feedback_id))
             return True
 
@@ -456,20 +455,6 @@ class ThreadStore:
         q = sa.select(s.c.data).where(s.c.thread_id == thread_id).order_by(s.c.created_at, s.c.seq)
         return [dict(d) for d in (await conn.execute(q)).scalars()]
 
-    async def _take_turn(self, conn: AsyncConnection, table: sa.Table, row_id: str, given: str | None) -> str | None:
-        """The thread of `table`'s row `row_id` (its stored thread, else `given`; None: neither), touched first.
-
-        On PostgreSQL the touch's UPDATE locks the thread's row until commit, so saves into one thread take
-        turns: Chainlit saves a new step and its update from two tasks at once, and without the lock both
-        transactions would find no row and insert (a unique violation) or merge into a stale copy. Every
-        write locks the thread before its steps, elements or feedback, so two writes never wait on each
-        other crosswise. SQLite already serialises writers at BEGIN IMMEDIATE."""
-        stored = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == row_id))).scalar()
-        thread_id = stored or given
-        if thread_id:
-            await self._touch(conn, thread_id)
-        return thread_id or None
-
     async def _touch(self, conn: AsyncConnection, thread_id: str, user: str | None = None) -> None:
         """Create the thread if missing; set its updated_at to now and its user if it has none yet."""
         t = schema.threads
@@ -481,15 +466,29 @@ class ThreadStore:
             values["user_identifier"] = sa.func.coalesce(t.c.user_identifier, user)
         await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))
 
-    async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> None:
+    async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> bool:
+        """INSERT unless a row with the same key exists (even one another transaction is inserting); True if inserted."""
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        await conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+        key = next(iter(table.primary_key.columns))
+        stmt = dialect.insert(table).values(**values).on_conflict_do_nothing().returning(key)
+        return (await conn.execute(stmt)).first() is not None
+
+    async def _owner_of(self, conn: AsyncConnection, table: sa.Table, item_id: str, item: dict, what: str) -> str:
+        """The thread of a stored step/element (it never moves), else the new one's threadId; the thread is
+        created if missing and touched, first, so every write locks the thread before the item."""
+        thread_id = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == item_id))).scalar()
+        if thread_id is None:
+            thread_id = item.get("threadId")
+            if not thread_id:
+                raise HistoryError(f"{what} {item_id} has no threadId")
+        await self._touch(conn, thread_id)
+        return thread_id
 
     async def _delete_threads(self, conn: AsyncConnection, ids: list[str]) -> int:
         deleted = 0
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            t = schema.threads  # the threads' rows first, in one order, as every write (`_take_turn`)
+            t = schema.threads  # the threads' rows first, in one order, as every write (`_owner_of`)
             await conn.execute(sa.select(t.c.id).where(t.c.id.in_(chunk)).order_by(t.c.id).with_for_update())
             for table in (schema.feedback, schema.elements, schema.steps):
                 await conn.execute(sa.delete(table).where(table.c.thread_id.in_(chunk)))

@@ -8,6 +8,7 @@ tests/unit/test_thread_store.py against SQLite files and by the integration tier
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -76,6 +77,17 @@ async def check_same_step_twice_is_one_row_and_an_update_merges(store: ThreadSto
     assert stored["name"] == "ERNIE" and stored["threadId"] == "t1"
     await store.upsert_step({"id": "s1", "threadId": "elsewhere", "output": "third"})  # a step never moves thread
     assert await store.steps("elsewhere") == [] and (await store.steps("t1"))[0]["output"] == "third"
+
+
+async def check_the_same_new_step_saved_at_once_by_many_tasks_is_one_merged_row(store: ThreadStore, clock: Clock) -> None:
+    base = step("s1", "t1", iso(clock))
+    await asyncio.gather(*(store.upsert_step({**base, f"key{i}": i}) for i in range(8)))
+    await asyncio.gather(*(store.upsert_element({"id": "e1", "threadId": "t1", f"k{i}": i}, b"x") for i in range(8)))
+    [stored] = await store.steps("t1")
+    assert {k: stored[k] for k in stored if k.startswith("key")} == {f"key{i}": i for i in range(8)}
+    [element] = await store.elements("t1")
+    assert {k for k in element if k.startswith("k")} == {f"k{i}" for i in range(8)}
+    assert (await count(store, schema.steps), await count(store, schema.elements), await count(store, schema.threads)) == (1, 1, 1)
 
 
 async def check_a_step_saved_before_its_thread_creates_the_thread(store: ThreadStore, clock: Clock) -> None:
@@ -314,6 +326,7 @@ async def check_what_cannot_be_saved_is_refused_with_a_sentence(store: ThreadSto
 
 CHECKS: list[Check] = [
     check_same_step_twice_is_one_row_and_an_update_merges,
+    check_the_same_new_step_saved_at_once_by_many_tasks_is_one_merged_row,
     check_a_step_saved_before_its_thread_creates_the_thread,
     check_steps_come_by_created_at_then_insertion_order,
     check_thread_metadata_merges_tags_replace_and_the_owner_never_changes,
