@@ -43,6 +43,11 @@ APPLICATION_ID = 0x45524854  # "ERHT": PRAGMA application_id of a history file
 BUSY_TIMEOUT_MS = 10_000
 ENV_FILE = "/etc/ernie-ops/chat.env"  # the chat unit's EnvironmentFile
 PG_LOCK_KEY = 0x45524854  # pg_advisory_xact_lock: one chat host migrates at a time
+PG_INSUFFICIENT_PRIVILEGE = "42501"  # SQLSTATE of "permission denied"
+# asyncpg's timeouts, in seconds; the URL's `?timeout=S&command_timeout=S` overrides them (chat.env).
+PG_CONNECT_TIMEOUT_S = 10.0  # asyncpg's default, 60 s, holds a thread list or a save that long when the server is gone
+PG_COMMAND_TIMEOUT_S = 30.0  # asyncpg's default is none: a server that stops answering hangs every history call forever
+PG_TIMEOUTS = {"timeout": PG_CONNECT_TIMEOUT_S, "command_timeout": PG_COMMAND_TIMEOUT_S}
 
 
 def database_url(history, environ: Mapping[str, str] | None = None) -> str:
@@ -182,8 +187,30 @@ def create_engine(url: str) -> tuple[AsyncEngine, str | None]:
         engine = create_async_engine(parsed)
         _sqlite_connection_setup(engine)
     else:
-        engine = create_async_engine(parsed, pool_pre_ping=True, pool_recycle=1800)
+        parsed, timeouts = pg_timeouts(parsed)
+        engine = create_async_engine(parsed, pool_pre_ping=True, pool_recycle=1800, connect_args=timeouts)
     return engine, kept
+
+
+def pg_timeouts(url: URL) -> tuple[URL, dict[str, float]]:
+    """The URL without its timeout parameters, and asyncpg's connect and command timeouts: the URL's, else ours.
+    (SQLAlchemy hands URL parameters to asyncpg as text, which asyncpg cannot use as a number of seconds.)"""
+    found: dict[str, float] = {}
+    for key, default in PG_TIMEOUTS.items():
+        text = url.query.get(key)
+        if text is None:
+            found[key] = default
+            continue
+        try:
+            found[key] = float(text) if isinstance(text, str) else float("nan")
+        except ValueError:
+            found[key] = float("nan")
+        if not found[key] > 0:
+            raise UsageError(
+                f"the chat history URL {shown(url)} has {key}={text}, which is not a number of seconds above 0; "
+                f"write e.g. {key}={default:g}, or leave it out for {default:g} s"
+            )
+    return url.difference_update_query(PG_TIMEOUTS), found
 
 
 def schema_state(conn: Connection) -> tuple[int, list[str]]:
@@ -212,11 +239,29 @@ def migrate(conn: Connection, where: str, now) -> int:
             f"the chat history database {where} already has tables ({', '.join(present)}) that ernie-ops did not make; "
             "point chat.history at an empty database"
         )
-    if version == 0:
-        schema.METADATA.create_all(conn, tables=[schema.schema_version])
-    for m in schema.MIGRATIONS:
-        if m.version > version:
-            m.apply(conn)
-            conn.execute(sa.insert(schema.schema_version).values(version=m.version, applied_at=now(), description=m.description))
-            log.info("chat history %s: schema migrated to version %d (%s)", where, m.version, m.description)
+    try:
+        if version == 0:
+            schema.METADATA.create_all(conn, tables=[schema.schema_version])
+        for m in schema.MIGRATIONS:
+            if m.version > version:
+                m.apply(conn)
+                conn.execute(sa.insert(schema.schema_version).values(version=m.version, applied_at=now(), description=m.description))
+                log.info("chat history %s: schema migrated to version %d (%s)", where, m.version, m.description)
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == PG_INSUFFICIENT_PRIVILEGE:
+            raise HistorySchemaError(_not_allowed_to_migrate(conn, where, exc)) from None
+        raise
     return version
+
+
+def _not_allowed_to_migrate(conn: Connection, where: str, exc: sa.exc.DBAPIError) -> str:
+    """PostgreSQL 15 and later let only the database's owner create tables in its `public` schema: an operator's
+    server where the chat's role was only granted CONNECT fails here."""
+    url = conn.engine.url
+    role, database = url.username or "the chat's role", url.database or "the database"
+    reason = str(exc.orig).strip().splitlines()[0]
+    return (
+        f"the chat history database {where} does not let {role} create its tables ({reason}); "
+        f"make {role} the database's owner (ALTER DATABASE {database} OWNER TO {role}) "
+        f"or grant it the schema (GRANT USAGE, CREATE ON SCHEMA public TO {role})"
+    )

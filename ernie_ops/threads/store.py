@@ -312,9 +312,9 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 return
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(schema.feedback).where(schema.feedback.c.step_id == step_id))
             await conn.execute(sa.delete(s).where(s.c.id == step_id))
-            await self._touch(conn, thread_id)
 
     @_guarded("read a thread's messages")
     async def steps(self, thread_id: str) -> list[dict]:
@@ -374,8 +374,8 @@ class ThreadStore:
             owner = (await conn.execute(q)).scalar()
             if owner is None:
                 return
+            await self._touch(conn, owner)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(e).where(e.c.id == element_id))
-            await self._touch(conn, owner)
 
     # feedback
 
@@ -387,12 +387,12 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 raise HistoryError(f"no message {step_id} in the chat history to attach feedback to")
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             fid = feedback_id or str(uuid.uuid4())
             now = self.now()
             values = {"thread_id": thread_id, "step_id": step_id, "value": int(value), "comment": comment, "updated_at": now}
             await self._insert_ignore(conn, f, {"id": fid, "created_at": now, **values})
             await conn.execute(sa.update(f).where(f.c.id == fid).values(**values))
-            await self._touch(conn, thread_id)
         return fid
 
     @_guarded("delete feedback")
@@ -402,8 +402,8 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(f.c.thread_id).where(f.c.id == feedback_id))).scalar()
             if thread_id is None:
                 return False
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(f).where(f.c.id == feedback_id))
-            await self._touch(conn, thread_id)
             return True
 
     @_guarded("read feedback")
@@ -488,6 +488,8 @@ class ThreadStore:
         deleted = 0
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
+            t = schema.threads  # the threads' rows first, in one order, as every write (`_owner_of`)
+            await conn.execute(sa.select(t.c.id).where(t.c.id.in_(chunk)).order_by(t.c.id).with_for_update())
             for table in (schema.feedback, schema.elements, schema.steps):
                 await conn.execute(sa.delete(table).where(table.c.thread_id.in_(chunk)))
             deleted += (await conn.execute(sa.delete(schema.threads).where(schema.threads.c.id.in_(chunk)))).rowcount
