@@ -12,6 +12,7 @@ never a raw SQLAlchemy or driver error.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import functools
@@ -149,7 +150,7 @@ class ThreadStore:
     async def open(cls, url: str, *, now: Callable[[], datetime] = utc_now) -> ThreadStore:
         """Connect, create the schema of an empty database or migrate an older one. HistorySchemaError: a newer
         schema or a database that is not ours; HistoryUnavailable: cannot connect."""
-        engine, kept = database.create_engine(url)
+        engine, kept = await asyncio.to_thread(database.create_engine, url)  # the SQLite file check reads it whole
         store = cls(engine, url, now)
         if kept:
             store.warnings.append(kept)

@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.files import sqlite_file
@@ -234,3 +235,62 @@ def test_chinese_text_is_stored_as_itself_not_as_escapes(tmp_path):
     run(go())
     [(data,)] = raw(path, "SELECT data FROM steps")
     assert "发票怎么报销" in data and "\\u" not in data
+
+
+def test_a_full_database_refuses_a_write_in_one_sentence_and_writes_resume_without_duplicates(tmp_path):
+    path = tmp_path / "history.sqlite"
+    limit = {"pages": 0}  # 0: no limit; SQLite's own max_page_count makes the file "full" for real
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        try:
+
+            @event.listens_for(store.engine.sync_engine, "connect")
+            def _cap(dbapi_conn, _record):
+                if limit["pages"]:
+                    cur = dbapi_conn.cursor()
+                    cur.execute(f"PRAGMA max_page_count = {limit['pages']}")
+                    cur.close()
+
+            await store.upsert_step(step("s1", "t1", "2000-01-01T00:00:00Z", output="before"))
+            limit["pages"] = raw(path, "PRAGMA page_count")[0][0] + 2
+            await store.engine.dispose()  # new connections, capped
+            with pytest.raises(HistoryUnavailable) as caught:
+                await store.upsert_element({"id": "e1", "threadId": "t1", "name": "big.pdf"}, b"\0" * 200_000)
+            assert str(caught.value) == f"the chat history database {path} could not save a file or element: database or disk is full"
+            limit["pages"] = 0
+            await store.engine.dispose()
+            await store.upsert_element({"id": "e1", "threadId": "t1", "name": "big.pdf"}, b"\0" * 200_000)
+            await store.upsert_element({"id": "e1", "threadId": "t1", "name": "big.pdf"}, b"\0" * 200_000)
+            assert [e["id"] for e in await store.elements("t1")] == ["e1"] and len(await store.steps("t1")) == 1
+        finally:
+            await store.close()
+
+    run(go())
+
+
+def test_damage_found_in_use_is_history_unavailable_and_the_next_open_keeps_the_file_aside(tmp_path):
+    path = tmp_path / "history.sqlite"
+    run(_fill(path, threads=20))
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        try:
+            data = bytearray(path.read_bytes())
+            for off in range(4096 * 2, len(data), 4096):  # every page from page 3, while the store has it open
+                data[off : off + 4096] = b"\xa5" * 4096
+            path.write_bytes(bytes(data))
+            await store.engine.dispose()  # no page cached
+            with pytest.raises(HistoryUnavailable, match=r"could not read a thread's messages: .*malformed"):
+                for i in range(20):
+                    await store.steps(f"t{i}")
+        finally:
+            await store.close()
+        again = await ThreadStore.open(url(path))
+        try:
+            assert len(again.warnings) == 1 and len(list(tmp_path.glob("history.sqlite.corrupt-*"))) == 1
+            assert (await again.list_threads("ann"))[0] == []
+        finally:
+            await again.close()
+
+    run(go())
