@@ -294,3 +294,33 @@ def test_damage_found_in_use_is_history_unavailable_and_the_next_open_keeps_the_
             await again.close()
 
     run(go())
+
+
+SNAPSHOT = Path(__file__).parent / "data" / f"history_schema_v{schema.CURRENT}.sqlite.sql"
+
+
+def _built_schema(tmp_path: Path) -> str:
+    path = tmp_path / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        await store.close()
+
+    run(go())
+    rows = raw(path, "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    return "".join("\n".join(line.rstrip() for line in sql.strip().splitlines()) + ";\n" for (sql,) in rows)
+
+
+def test_the_released_schema_never_changes_under_its_version_number(tmp_path):
+    """Every chat host's database at version N has exactly these tables: a change to schema.METADATA without
+    a new migration fails here (freeze the current tables inside their migration, add migration N+1 that
+    alters them, then write the new snapshot: `python -m tests.unit.test_thread_store_database`)."""
+    assert _built_schema(tmp_path) == SNAPSHOT.read_text(), f"the tables differ from {SNAPSHOT.name}: see this test's docstring"
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        SNAPSHOT.write_text(_built_schema(Path(tmp)))
+    print(f"wrote {SNAPSHOT}")
