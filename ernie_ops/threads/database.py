@@ -14,7 +14,8 @@ SQLite: before the engine opens it, the file is checked under a lock (files.sqli
 SQLite, or another program's database, is refused and left alone; a damaged one is kept aside
 (`<name>.corrupt-<UTC time>`, never overwritten, with its -wal/-shm) and a fresh one started, saying so in
 the log. Writes take the database lock at BEGIN (BEGIN IMMEDIATE), so two writers (the app and an
-`ernie-ops chat-user remove`) wait for each other instead of failing on a lock upgrade.
+`ernie-ops chat-user remove`) wait for each other instead of failing on a lock upgrade; reads take none
+(WAL: a thread list is never held up by a long deletion).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ log = logging.getLogger("ernie_ops.threads")
 APPLICATION_ID = 0x45524854  # "ERHT": PRAGMA application_id of a history file
 BUSY_TIMEOUT_MS = 10_000
 ENV_FILE = "/etc/ernie-ops/chat.env"  # the chat unit's EnvironmentFile
+READ_ONLY = "history_read_only"  # execution option of the store's reads (see _sqlite_connection_setup)
 PG_LOCK_KEY = 0x45524854  # pg_advisory_xact_lock: one chat host migrates at a time
 PG_INSUFFICIENT_PRIVILEGE = "42501"  # SQLSTATE of "permission denied"
 # asyncpg's timeouts, in seconds; the URL's `?timeout=S&command_timeout=S` overrides them (chat.env).
@@ -174,7 +176,8 @@ def _sqlite_connection_setup(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # a write takes the lock at BEGIN; a read (READ_ONLY) reads its WAL snapshot without waiting for writers
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
 
 
 def _json(value) -> str:

@@ -142,6 +142,7 @@ class ThreadStore:
 
     def __init__(self, engine: AsyncEngine, url: str, now: Callable[[], datetime] = utc_now):
         self.engine = engine
+        self.reader = engine.execution_options(**{database.READ_ONLY: True})  # same pool; reads wait for no writer
         self.where = database.shown(url)
         self.now = now
         self.warnings: list[str] = []  # sentences for the operator: a damaged file kept aside
@@ -171,7 +172,7 @@ class ThreadStore:
 
     @_guarded("read its schema version")
     async def schema_version(self) -> int:
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.run_sync(database.schema_state))[0]
 
     # users
@@ -190,7 +191,7 @@ class ThreadStore:
     @_guarded("read a user")
     async def get_user(self, identifier: str) -> UserRow | None:
         u = schema.users
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             r = (await conn.execute(sa.select(u).where(u.c.identifier == identifier))).first()
         return UserRow(r.id, r.identifier, r.created_at, dict(r.metadata or {})) if r else None
 
@@ -230,14 +231,14 @@ class ThreadStore:
 
     @_guarded("read a thread")
     async def get_thread(self, thread_id: str) -> ThreadRow | None:
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             r = (await conn.execute(sa.select(schema.threads).where(schema.threads.c.id == thread_id))).first()
         return _thread_row(r) if r else None
 
     @_guarded("read a thread's owner")
     async def thread_user(self, thread_id: str) -> str | None:
         t = schema.threads
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(t.c.user_identifier).where(t.c.id == thread_id))).scalar()
 
     @_guarded("list threads")
@@ -254,7 +255,7 @@ class ThreadStore:
             when, last_id = _decode_cursor(cursor)
             q = q.where(sa.or_(t.c.updated_at < when, sa.and_(t.c.updated_at == when, t.c.id < last_id)))
         q = q.order_by(t.c.updated_at.desc(), t.c.id.desc()).limit(max(1, limit) + 1)
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             rows = [_thread_row(r) for r in (await conn.execute(q)).all()]
         page = rows[: max(1, limit)]
         return page, (_encode_cursor(page[-1]) if len(rows) > len(page) else None)
@@ -267,7 +268,7 @@ class ThreadStore:
     @_guarded("count a user's threads")
     async def count_threads_of(self, user: str) -> int:
         t = schema.threads
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(sa.func.count()).where(t.c.user_identifier == user))).scalar_one()
 
     @_guarded("delete a user's threads")
@@ -322,7 +323,7 @@ class ThreadStore:
         """The thread's steps by createdAt, then in the order they were first saved."""
         s = schema.steps
         q = sa.select(s.c.data).where(s.c.thread_id == thread_id).order_by(s.c.created_at, s.c.seq)
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return [dict(d) for d in (await conn.execute(q)).scalars()]
 
     # elements
@@ -349,20 +350,20 @@ class ThreadStore:
     @_guarded("read an element")
     async def get_element(self, thread_id: str, element_id: str) -> dict | None:
         e = schema.elements
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             data = (await conn.execute(sa.select(e.c.data).where(e.c.id == element_id, e.c.thread_id == thread_id))).scalar()
         return dict(data) if data is not None else None
 
     @_guarded("read a file")
     async def element_content(self, thread_id: str, element_id: str) -> bytes | None:
         e = schema.elements
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(e.c.content).where(e.c.id == element_id, e.c.thread_id == thread_id))).scalar()
 
     @_guarded("read a thread's elements")
     async def elements(self, thread_id: str) -> list[dict]:
         e = schema.elements
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return [dict(d) for d in (await conn.execute(sa.select(e.c.data).where(e.c.thread_id == thread_id).order_by(e.c.id))).scalars()]
 
     @_guarded("delete an element")
@@ -418,7 +419,7 @@ class ThreadStore:
             .order_by(f.c.updated_at, f.c.id)
         )
         out: list[FeedbackRow] = []
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             rows = (await conn.execute(q)).all()
             threads: dict[str, list[dict]] = {}
             for r in rows:

@@ -324,3 +324,30 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         SNAPSHOT.write_text(_built_schema(Path(tmp)))
     print(f"wrote {SNAPSHOT}")
+
+
+def test_reads_do_not_wait_for_a_writer_and_writes_wait_their_turn(tmp_path):
+    path = tmp_path / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        try:
+            await store.upsert_thread("t1", user="ann", name="before")
+            other = sqlite3.connect(path, isolation_level=None)  # another writer (an operator's command) mid-transaction
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("UPDATE threads SET name = 'uncommitted'")
+            started = asyncio.get_running_loop().time()
+            assert [t.name for t in (await store.list_threads("ann"))[0]] == ["before"]
+            assert await store.steps("t1") == [] and await store.thread_user("t1") == "ann"
+            assert asyncio.get_running_loop().time() - started < 2  # not the 10 s busy timeout
+            write = asyncio.create_task(store.upsert_thread("t1", name="after"))
+            await asyncio.sleep(0.3)
+            assert not write.done()  # waits for the other writer ...
+            other.execute("COMMIT")
+            other.close()
+            await write  # ... and goes through once it is done
+            assert (await store.get_thread("t1")).name == "after"
+        finally:
+            await store.close()
+
+    run(go())
