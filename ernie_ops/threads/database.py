@@ -19,6 +19,7 @@ the log. Writes take the database lock at BEGIN (BEGIN IMMEDIATE), so two writer
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -176,6 +177,11 @@ def _sqlite_connection_setup(engine: AsyncEngine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _json(value) -> str:
+    """Chinese text as itself, not \\uXXXX escapes (a third of the bytes of a stored conversation)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def create_engine(url: str) -> tuple[AsyncEngine, str | None]:
     """The engine for `url` (its SQLite file prepared first) and the sentence about a damaged file kept aside."""
     parsed = make_url(url)
@@ -184,11 +190,11 @@ def create_engine(url: str) -> tuple[AsyncEngine, str | None]:
         if not parsed.database or parsed.database == ":memory:":
             raise UsageError("the chat history needs a SQLite file, not an in-memory database")
         kept = prepare_sqlite_file(Path(parsed.database))
-        engine = create_async_engine(parsed)
+        engine = create_async_engine(parsed, json_serializer=_json)
         _sqlite_connection_setup(engine)
     else:
         parsed, timeouts = pg_timeouts(parsed)
-        engine = create_async_engine(parsed, pool_pre_ping=True, pool_recycle=1800, connect_args=timeouts)
+        engine = create_async_engine(parsed, pool_pre_ping=True, pool_recycle=1800, connect_args=timeouts, json_serializer=_json)
     return engine, kept
 
 

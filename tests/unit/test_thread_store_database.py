@@ -220,3 +220,17 @@ def test_files_root_creates_for_the_app_belong_to_the_state_dirs_owner(tmp_path)
         "history.sqlite": (4321, 4321),
         "history.sqlite.lock": (4321, 4321),
     }
+
+
+def test_chinese_text_is_stored_as_itself_not_as_escapes(tmp_path):
+    path = tmp_path / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        await store.upsert_step(step("s1", "t1", "2000-01-01T00:00:00Z", output="发票怎么报销"))
+        assert (await store.steps("t1"))[0]["output"] == "发票怎么报销"
+        await store.close()
+
+    run(go())
+    [(data,)] = raw(path, "SELECT data FROM steps")
+    assert "发票怎么报销" in data and "\\u" not in data
