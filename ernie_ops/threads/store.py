@@ -462,11 +462,17 @@ class ThreadStore:
         t = schema.threads
         now = self.now()
         new = {"id": thread_id, "user_identifier": user, "name": None, "created_at": now, "updated_at": now, "metadata": {}, "tags": []}
-        await self._insert_ignore(conn, t, new)
         values: dict[str, Any] = {"updated_at": now}
         if user is not None:
             values["user_identifier"] = sa.func.coalesce(t.c.user_identifier, user)
-        await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))
+        # Twice at most: on PostgreSQL the UPDATE may wait for a transaction deleting the thread and then find no
+        # row; the thread is made again, as if this write came after the delete (what SQLite's order gives).
+        for _ in range(2):
+            if await self._insert_ignore(conn, t, new):
+                return
+            if (await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))).rowcount:
+                return
+        raise HistoryUnavailable(f"the chat history database {self.where} could not save into thread {thread_id}: deleted twice meanwhile")
 
     async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> bool:
         """INSERT unless a row with the same key exists (even one another transaction is inserting); True if inserted."""

@@ -235,3 +235,27 @@ def test_a_wrong_password_is_refused_by_the_server_in_one_sentence(postgres_serv
         asyncio.run(ThreadStore.open(wrong))
     assert_unavailable(caught.value, pg)
     assert 'password authentication failed for user "ernie"' in str(caught.value) and "not-the-password" not in str(caught.value)
+
+
+def test_a_thread_deleted_while_its_steps_are_saved_fails_neither(postgres_url):
+    """A user deletes a thread while its reply is still being saved (or retention deletes it): both lock the
+    thread's row first, so PostgreSQL aborts neither as a deadlock victim, and a save that waited for the
+    delete makes the thread again instead of failing on its foreign key (as SQLite's order gives: the
+    later write wins). Any HistoryUnavailable here is what the chat would report as history not saved."""
+
+    async def scenario() -> int:
+        store = await ThreadStore.open(postgres_url)
+        try:
+            for n in range(8):
+                await store.upsert_step(step(f"s-{n}", f"t-{n}", "第一版", 10))
+                await store.upsert_element({"id": f"e-{n}", "threadId": f"t-{n}", "forId": f"s-{n}", "type": "file"}, b"x")
+            writes = []
+            for n in range(8):
+                writes += [store.upsert_step({"id": f"s-{n}", "threadId": f"t-{n}", "output": "第二版"}), store.delete_thread(f"t-{n}")]
+                writes += [store.upsert_element({"id": f"e-{n}", "threadId": f"t-{n}", "display": "inline"}, None)]
+            await asyncio.wait_for(asyncio.gather(*writes), 60)
+            return len(await store.list_threads("nobody"))
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
