@@ -162,7 +162,7 @@ class ThreadStore:
             raise
         return store
 
-    @_guarded("create or migrate its schema")
+    @_guarded("be opened (connect, then create or migrate its schema)")
     async def _migrate(self) -> None:
         async with self.engine.begin() as conn:
             await conn.run_sync(database.migrate, self.where, self.now)

@@ -132,7 +132,7 @@ def test_an_unreachable_database_is_one_sentence_and_exit_1(tmp_path, capsys, mo
     cfg = _config(tmp_path, "    backend: postgresql\n    database_url_env: CHAT_DB\n")
     assert cli.main(["--config", cfg, "chat", "feedback"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"error: the chat history database postgresql+asyncpg://chat:***@127.0.0.1:{free}/chat could not ")
+    assert err.startswith(f"error: the chat history database postgresql+asyncpg://chat:***@127.0.0.1:{free}/chat could not be opened ")
     assert "s3cret" not in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     monkeypatch.delenv("CHAT_DB")
     assert cli.main(["--config", cfg, "chat", "feedback"]) == 2
