@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ GATEWAY = "http://127.0.0.1:80"
 RULES = Path(__file__).resolve().parents[2] / "prometheus" / "ernie-ops.rules.yml"
 PROMETHEUS = "http://127.0.0.1:9090"
 USER, PASSWORD = "alice", "pass-word-alice-1"
+DB_PASSWORD = secrets.token_urlsafe(24)
 CLI = "/opt/ernie-ops/venv/bin/ernie-ops"
 PY = "/opt/ernie-ops/venv/bin/python"
 
@@ -55,9 +57,16 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeo
 def fleet(tiny_model_dir):
     # ans-edge: HTTPS in front of both (role ernie_edge, a lab's self-signed certificate), the inference hosts'
     # gateways on the lan behind it
-    f = provision.Fleet(["ans-a", "ans-b", "ans-edge"], tiny_model_dir, lan=True, groups={"ans-edge": "ernie_edge"})
+    # ans-edge is also the chat history database (role ernie_postgres) both chat hosts share
+    f = provision.Fleet(["ans-a", "ans-b", "ans-edge"], tiny_model_dir, lan=True, groups={"ans-edge": "ernie_edge"},
+                        member_of={"ans-edge": ["ernie_db"]})  # fmt: skip
     f.host_vars["ans-edge"]["ernie_edge_tls_self_signed"] = True
     f.vars.update(demo.chat_user_vars(USER, PASSWORD))
+    # the vault's values on a real site: one login secret for both chat hosts, the database's password and URL
+    database_url = f"postgresql://ernie_chat:{DB_PASSWORD}@{f.lan.addresses['ans-edge']}:5432/ernie_chat"
+    f.vars.update(
+        ernie_chat_auth_secret=secrets.token_urlsafe(48), ernie_postgres_password=DB_PASSWORD, ernie_chat_database_url=database_url
+    )
     # the monitoring role with the repository's rules, `for:` shortened to seconds (the same expressions);
     # ans-a is also the central Prometheus: it scrapes and probes ans-b through ans-b's gateway on the lan
     rules = f.workdir / "ernie-ops.rules.yml"
@@ -209,6 +218,32 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     # the gateways' edges' listener serves the edge only: ans-a asking ans-b's directly gets a 403
     direct = a.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"http://{_gateway_of(fleet, 'ans-b')}/health"]).stdout
     assert direct == "403"
+
+
+def test_a_login_on_one_chat_host_is_valid_on_the_other_and_both_reach_the_history_database(fleet, first_run):
+    """Several chat hosts behind the edge: one login secret (ernie_chat_auth_secret), so the token ans-a's app signed
+    is accepted by ans-b's (a user the edge moves keeps their login); both log in to ans-edge's PostgreSQL (role
+    ernie_postgres) with the URL chat.env holds, and a wrong password or another host's address is refused."""
+    assert first_run.rc == 0, "needs the first run"
+    a, b, edge = fleet.hosts["ans-a"], fleet.hosts["ans-b"], fleet.hosts["ans-edge"]
+    form = ["-F", f"username={USER}", "-F", f"password={PASSWORD}"]
+    login = a.run(["curl", "-s", "-c", "-", "-o", "/dev/null", *form, f"{GATEWAY}/login"])
+    token = next(line.split("\t")[6] for line in login.stdout.splitlines() if "\taccess_token\t" in line)
+    for sb in (a, b):
+        who = sb.run(["curl", "-s", "-w", "\n%{http_code}", "-H", f"Authorization: Bearer {token}", f"{GATEWAY}/user"], check=False).stdout
+        body, code = who.rsplit("\n", 1)
+        assert code == "200" and json.loads(body)["identifier"] == USER, (sb, who)
+    url = f"postgresql://ernie_chat:{DB_PASSWORD}@{fleet.lan.addresses['ans-edge']}:5432/ernie_chat"
+    for sb in (a, b):
+        env = sb.run("cat /etc/ernie-ops/chat.env").stdout
+        assert f"ERNIE_OPS_CHAT_DATABASE_URL={url}\n" in env
+        assert sb.run(["psql", url, "-XAtc", "SELECT current_user"]).stdout.strip() == "ernie_chat"
+    wrong = a.run(["psql", url.replace(DB_PASSWORD, "not-the-password"), "-XAtc", "SELECT 1"], check=False)
+    assert wrong.returncode != 0 and "password authentication failed" in wrong.stderr, wrong.stderr
+    # only the chat hosts may log in over the network: the edge's own lan address is not one of them
+    edge_addr = fleet.lan.addresses["ans-edge"]
+    hba = edge.run(["psql", url, "-XAtc", "SELECT 1"], check=False)
+    assert hba.returncode != 0 and f'no pg_hba.conf entry for host "{edge_addr}"' in hba.stderr, hba.stderr
 
 
 def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):

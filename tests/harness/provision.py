@@ -95,9 +95,11 @@ class Fleet:
         extra_ro: dict[str, str] | None = None,
         lan: bool = False,
         groups: dict[str, str] | None = None,
+        member_of: dict[str, list[str]] | None = None,
     ):
         """`lan`: the hosts share a private segment (tests/harness/lan.py); each one's address is its ansible_host.
-        `groups`: a host's inventory group other than ernie_inference (e.g. {"gw": "ernie_edge"})."""
+        `groups`: a host's inventory group other than ernie_inference (e.g. {"gw": "ernie_edge"});
+        `member_of`: more groups a host is in besides that one (e.g. {"gw": ["ernie_db"]})."""
         EMPTY_UNITS.mkdir(exist_ok=True)
         if not WHEELHOUSE.is_dir():
             raise RuntimeError(f"no wheelhouse at {WHEELHOUSE}: run `make wheelhouse` (part of `make test`)")
@@ -106,6 +108,7 @@ class Fleet:
         self.host_vars: dict[str, dict[str, object]] = {name: {} for name in names}  # one host's, of every run
         self.lan: Lan | None = None
         self.groups = {name: (groups or {}).get(name, "ernie_inference") for name in names}
+        self.member_of = member_of or {}
         self.workdir = Path(f"/var/tmp/ernie-ops-ansible-{os.getpid()}-{'-'.join(names)}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): SEED_INSIDE, **(extra_ro or {})}
@@ -137,6 +140,9 @@ class Fleet:
             hosts = groups.setdefault(self.groups[name], {"hosts": {}})["hosts"]
             hosts[name] = {**host_vars(), "ernie_ops_instances": instances, "ansible_nsenter_pid": sb.pid, **self.vars,
                            **self.host_vars[name], **overrides}  # fmt: skip
+        for name, extra in self.member_of.items():
+            for group in extra:
+                groups.setdefault(group, {"hosts": {}})["hosts"][name] = {}  # its variables are in its first group
         path = self.workdir / "hosts.yml"
         path.write_text(yaml.safe_dump(groups, sort_keys=False))
         return path

@@ -20,11 +20,17 @@ ROLES = PROJECT / "ansible" / "roles"
 BIN = Path(sys.executable).parent
 
 
-def run(tmp_path: Path, role: str, steps: list[str], hosts: dict[str, dict], args: tuple[str, ...] = (), **variables: object) -> Run:
-    """The role's tasks files `steps` on local `hosts`; `variables` as -e (they beat every other variable)."""
+def run(
+    tmp_path: Path, role: str, steps: list[str], hosts: dict[str, dict], args: tuple[str, ...] = (),
+    groups: dict[str, list[str]] | None = None, **variables: object,
+) -> Run:  # fmt: skip
+    """The role's tasks files `steps` on local `hosts` (members of `groups`, e.g. {"ernie_inference": [...]});
+    `variables` as -e (they beat every other variable)."""
     work = tmp_path / "ansible"
     work.mkdir(exist_ok=True)
-    inventory = {"all": {"hosts": {name: {"ansible_python_interpreter": sys.executable, **v} for name, v in hosts.items()}}}
+    inventory: dict = {"all": {"hosts": {name: {"ansible_python_interpreter": sys.executable, **v} for name, v in hosts.items()}}}
+    if groups:
+        inventory["all"]["children"] = {g: {"hosts": {h: {} for h in members}} for g, members in groups.items()}
     (work / "hosts.yml").write_text(yaml.safe_dump(inventory, allow_unicode=True))
     step = {"ansible.builtin.include_role": {"name": role, "tasks_from": "{{ item }}"}, "loop": "{{ steps }}"}
     (work / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "connection": "local", "gather_facts": False, "tasks": [step]}]))

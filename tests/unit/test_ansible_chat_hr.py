@@ -7,17 +7,16 @@ export installed only after `ernie-ops hr check` accepts it. Each step is the ro
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
-import sys
 from pathlib import Path
 
 import yaml
 
-from tests.harness import role_tasks, tiers
+from tests.harness import role_tasks
+from tests.harness.chat_role import env_file as _env
+from tests.harness.chat_role import needs_root, playbook
 from tests.harness.dates import days_from_today
-from tests.harness.provision import Run
 
 PROJECT = Path(__file__).resolve().parents[2]
 ROLES = PROJECT / "ansible" / "roles"
@@ -25,21 +24,6 @@ HEADER = "user_name,employee_number,display_name,department,title,manager,start_
 GOOD = (  # start dates relative to today: one still to come, one long ago
     HEADER + f"zhang.wei,E1001,张伟,研发部,后端工程师,李娜,{days_from_today(5)}\nli.na,E0007,李娜,研发部,经理,,{days_from_today(-2000)}\n"
 )
-# the role chowns chat.env and the export to root: as another user those tests skip (fail under CI's flag)
-needs_root = tiers.unavailable("the role writes chat.env and the HR export as root") if os.geteuid() != 0 else (lambda test: test)
-
-
-def playbook(tmp_path: Path, steps: list[str], hosts: dict[str, dict] | None = None, args: tuple[str, ...] = (), **extra: object) -> Run:
-    """The role's `steps` on local hosts (each with its own variables), extra vars as -e (they beat role vars)."""
-    variables = {
-        "ernie_ops_user": "root",
-        "ernie_ops_cli": f"env PYTHONPATH={PROJECT} {sys.executable} -m ernie_ops",
-        "ernie_chat_env_file": str(tmp_path / "chat.env"),
-        **extra,
-    }
-    return role_tasks.run(tmp_path, "ernie_chat", steps, hosts or {"h": {}}, args, **variables)
-
-
 failures = role_tasks.failures
 
 
@@ -88,12 +72,6 @@ def test_preflight_refuses_an_hr_token_an_environment_file_cannot_hold_and_a_mis
         "and '_' (default ERNIE_OPS_HR_TOKEN).",
     }
     assert all(run.recap()[h]["failed"] == 0 for h in ("jwt", "none", "export")), run.recap()
-
-
-def _env(tmp_path: Path) -> tuple[dict[str, str], int]:
-    path = tmp_path / "chat.env"
-    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
-    return dict(line.split("=", 1) for line in lines), stat.S_IMODE(path.stat().st_mode)
 
 
 @needs_root
