@@ -33,7 +33,8 @@ from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, Th
 from chainlit.user import PersistedUser, User
 
 from ernie_ops.chat import thread_dicts
-from ernie_ops.threads.store import HistoryUnavailable, ThreadStore
+from ernie_ops.threads.errors import HistoryError, HistoryUnavailable
+from ernie_ops.threads.store import ThreadStore
 
 log = logging.getLogger("ernie_ops.chat")
 
@@ -79,7 +80,9 @@ class HistoryLayer(BaseDataLayer):
         except HistoryUnavailable as exc:
             log.error("history: %s not saved: %s", what, exc)
             await self._tell_once()
-            return None
+        except HistoryError as exc:  # e.g. feedback on a message written while the database was down
+            log.warning("history: %s not saved: %s", what, exc)
+        return None
 
     async def _tell_once(self) -> None:
         session = _session()
@@ -107,7 +110,10 @@ class HistoryLayer(BaseDataLayer):
     async def upsert_feedback(self, feedback: Feedback) -> str:
         async def run(s: ThreadStore) -> str:
             value, comment = int(feedback.value), feedback.comment
-            return await s.upsert_feedback(feedback_id=feedback.id, step_id=feedback.forId, value=value, comment=comment)
+            fid = await s.upsert_feedback(feedback_id=feedback.id, step_id=feedback.forId, value=value, comment=comment)
+            # on the step too: a resumed thread shows the thumb it was given (Chainlit reads the step's `feedback`)
+            await s.upsert_step({"id": feedback.forId, "feedback": thread_dicts.feedback_dict(fid, feedback.forId, value, comment)})
+            return fid
 
         fid = await self._write("feedback", run)
         return fid or feedback.id or ""

@@ -41,6 +41,17 @@ def with_url(element: Mapping[str, Any], root_path: str) -> dict:
     return out
 
 
+ACTIVE = ("html", "xml", "svg", "javascript", "ecmascript", "xhtml")  # a browser would run these from our origin
+
+
+def served_as(mime: str | None) -> tuple[str, str]:
+    """(Content-Type, Content-Disposition) for a stored element's bytes: what a page could run (an uploaded
+    .html or .svg) goes out as a download, never rendered from the app's origin."""
+    if not mime or any(word in mime.lower() for word in ACTIVE):
+        return "application/octet-stream", "attachment"
+    return mime, "inline"
+
+
 def thread_summary(row: Any) -> dict:
     """A ThreadDict for the sidebar's list (no steps: Chainlit fetches them when the thread is opened)."""
     return {

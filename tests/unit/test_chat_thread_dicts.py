@@ -142,3 +142,11 @@ def test_each_session_is_told_once_that_history_is_not_saved():
     assert notice.first("s1") is None and notice.first("s1") is None
     assert notice.first("s2") == thread_dicts.NOT_SAVED  # another user's session is told too
     assert notice.first(None) is None  # no session (an HTTP route): nobody to tell
+
+
+def test_stored_bytes_a_browser_could_run_are_served_as_a_download():
+    assert thread_dicts.served_as("text/html") == ("application/octet-stream", "attachment")
+    assert thread_dicts.served_as("image/svg+xml") == ("application/octet-stream", "attachment")
+    assert thread_dicts.served_as(None) == ("application/octet-stream", "attachment")
+    assert thread_dicts.served_as("text/plain") == ("text/plain", "inline")
+    assert thread_dicts.served_as("application/pdf") == ("application/pdf", "inline")
