@@ -1,5 +1,5 @@
 """The `chat` section of the config file: the Chainlit chat app, its scenarios, and the sections of the
-features it hosts (`chat.docs`, `chat.marketing`, `chat.onboarding`), each owned by its feature's package."""
+features it hosts (`chat.docs`, `chat.marketing`, `chat.onboarding`, `chat.history`), each owned by its feature's package."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ernie_ops.config_section import Section, first_duplicate
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.marketing.config import MarketingConfig
 from ernie_ops.onboarding.config import OnboardingConfig
+from ernie_ops.threads.config import HistoryConfig
 
 
 class ChatFieldConfig(Section):
@@ -85,6 +86,7 @@ class ChatConfig(Section):
     docs: DocsConfig = Field(default_factory=DocsConfig)
     marketing: MarketingConfig = Field(default_factory=MarketingConfig)
     onboarding: OnboardingConfig = Field(default_factory=OnboardingConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
 
     @field_validator("extra_body")
     @classmethod

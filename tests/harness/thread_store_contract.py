@@ -1,0 +1,328 @@
+"""The chat history store's behaviour, written once for every backend: each `check_*(store, clock)` is run by
+tests/unit/test_thread_store.py against SQLite files and by the integration tier against a real PostgreSQL
+(`run_check(check, url)` on an empty database; `empty(store)` clears one between checks).
+
+`clock` is the store's injected clock (`Clock`): aware UTC, starting at the real now and moved only by
+`advance`, so "40 days idle" is 40 days before the time the test runs, never a calendar date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+from ernie_ops.threads import schema
+from ernie_ops.threads.retention import apply_retention
+from ernie_ops.threads.store import HistoryError, ThreadStore
+
+
+class Clock:
+    """A settable clock for the store: `clock()` is now; `advance(days=1)` moves it."""
+
+    def __init__(self, start: datetime | None = None):
+        self.t = start or datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.t
+
+    def advance(self, **delta: float) -> datetime:
+        self.t += timedelta(**delta)
+        return self.t
+
+
+Check = Callable[[ThreadStore, Clock], Awaitable[None]]
+
+
+async def run_check(check: Check, url: str) -> None:
+    clock = Clock()
+    store = await ThreadStore.open(url, now=clock)
+    try:
+        await check(store, clock)
+    finally:
+        await store.close()
+
+
+async def empty(store: ThreadStore) -> None:
+    """Every row gone (the schema kept): a PostgreSQL database reused between checks."""
+    async with store.engine.begin() as conn:
+        for table in (schema.feedback, schema.elements, schema.steps, schema.threads, schema.users):
+            await conn.execute(sa.delete(table))
+
+
+async def count(store: ThreadStore, table: sa.Table) -> int:
+    async with store.engine.connect() as conn:
+        return (await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one()
+
+
+def step(step_id: str, thread_id: str, created: str, type_: str = "assistant_message", output: str = "", **more) -> dict:
+    return {"id": step_id, "threadId": thread_id, "type": type_, "name": "ERNIE", "output": output, "createdAt": created, **more}
+
+
+def iso(clock: Clock, seconds: float = 0) -> str:
+    """A createdAt as Chainlit writes it (ISO 8601, UTC, 'Z'), `seconds` after the clock's now."""
+    return (clock() + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+async def check_same_step_twice_is_one_row_and_an_update_merges(store: ThreadStore, clock: Clock) -> None:
+    s = step("s1", "t1", iso(clock), output="first", metadata={"a": 1})
+    await store.upsert_step(s)
+    await store.upsert_step(s)
+    assert await count(store, schema.steps) == 1
+    await store.upsert_step({"id": "s1", "output": "second", "isError": False})  # update_step sends fewer keys
+    [stored] = await store.steps("t1")
+    assert stored["output"] == "second" and stored["metadata"] == {"a": 1} and stored["isError"] is False
+    assert stored["name"] == "ERNIE" and stored["threadId"] == "t1"
+    await store.upsert_step({"id": "s1", "threadId": "elsewhere", "output": "third"})  # a step never moves thread
+    assert await store.steps("elsewhere") == [] and (await store.steps("t1"))[0]["output"] == "third"
+
+
+async def check_a_step_saved_before_its_thread_creates_the_thread(store: ThreadStore, clock: Clock) -> None:
+    await store.upsert_step(step("s1", "t1", iso(clock)))
+    thread = await store.get_thread("t1")
+    assert thread is not None and thread.user is None and thread.created_at == clock()
+    await store.upsert_thread("t1", user="ann", name="Hello")
+    assert (await store.get_thread("t1")).user == "ann"
+
+
+async def check_steps_come_by_created_at_then_insertion_order(store: ThreadStore, clock: Clock) -> None:
+    await store.upsert_step(step("late", "t1", iso(clock, 10)))
+    await store.upsert_step(step("tie-a", "t1", iso(clock, 5)))
+    await store.upsert_step(step("early", "t1", iso(clock, 1)))
+    await store.upsert_step(step("tie-b", "t1", iso(clock, 5)))
+    await store.upsert_step({"id": "tie-a", "output": "edited"})  # an update keeps its place
+    assert [s["id"] for s in await store.steps("t1")] == ["early", "tie-a", "tie-b", "late"]
+
+
+async def check_thread_metadata_merges_tags_replace_and_the_owner_never_changes(store: ThreadStore, clock: Clock) -> None:
+    await store.upsert_thread("t1", user="ann", name="一", metadata={"chat_profile": "Docs", "x": 1}, tags=["a"])
+    await store.upsert_thread("t1", user="bob", metadata={"x": 2}, tags=["b"])
+    t = await store.get_thread("t1")
+    assert (t.user, t.name, t.metadata, t.tags) == ("ann", "一", {"chat_profile": "Docs", "x": 2}, ["b"])
+    assert await store.thread_user("t1") == "ann" and await store.thread_user("nope") is None
+    assert await store.get_thread("nope") is None
+
+
+async def check_every_write_moves_the_threads_last_activity(store: ThreadStore, clock: Clock) -> None:
+    await store.upsert_thread("t1", user="ann")
+    created = clock()
+    writes = [
+        lambda: store.upsert_step(step("s1", "t1", iso(clock))),
+        lambda: store.upsert_step({"id": "s1", "output": "more"}),
+        lambda: store.upsert_element({"id": "e1", "threadId": "t1", "forId": "s1", "name": "a.txt"}, b"x"),
+        lambda: store.upsert_feedback(feedback_id="f1", step_id="s1", value=1, comment=None),
+        lambda: store.delete_feedback("f1"),
+        lambda: store.delete_element("e1"),
+        lambda: store.delete_step("s1"),
+        lambda: store.upsert_thread("t1", name="renamed"),
+    ]
+    for write in writes:
+        before = clock.advance(minutes=1)
+        await write()
+        t = await store.get_thread("t1")
+        assert t.updated_at == before and t.created_at == created
+
+
+async def check_users_are_upserted_by_identifier(store: ThreadStore, clock: Clock) -> None:
+    assert await store.get_user("ann") is None
+    first = await store.upsert_user("ann", {"role": "user"})
+    clock.advance(hours=1)
+    again = await store.upsert_user("ann", {"role": "admin"})
+    assert (again.id, again.created_at, again.metadata) == (first.id, first.created_at, {"role": "admin"})
+    assert await store.get_user("ann") == again
+    assert await store.delete_user("ann") and await store.get_user("ann") is None and not await store.delete_user("ann")
+
+
+async def check_a_user_lists_only_their_threads_newest_activity_first(store: ThreadStore, clock: Clock) -> None:
+    for name in ("old", "mid", "new"):
+        clock.advance(minutes=1)
+        await store.upsert_thread(f"ann-{name}", user="ann", name=name)
+    await store.upsert_thread("bob-1", user="bob", name="bob's")
+    await store.upsert_step(step("s1", "t-nobody", iso(clock)))  # no owner yet: nobody's list
+    clock.advance(minutes=1)
+    await store.upsert_step(step("s2", "ann-old", iso(clock)))  # activity brings it to the top
+    threads, cursor = await store.list_threads("ann")
+    assert [t.id for t in threads] == ["ann-old", "ann-new", "ann-mid"] and cursor is None
+    assert [t.id for t in (await store.list_threads("bob"))[0]] == ["bob-1"]
+    assert (await store.list_threads("carol"))[0] == []
+
+
+async def check_search_finds_names_in_any_case_and_takes_wildcards_literally(store: ThreadStore, clock: Clock) -> None:
+    for i, name in enumerate(("Quarterly Report", "报销流程 question", "100% done", "1000 done", None)):
+        clock.advance(seconds=1)
+        await store.upsert_thread(f"t{i}", user="ann", name=name)
+    await store.upsert_thread("bob", user="bob", name="quarterly plans")
+
+    async def found(text: str) -> list[str]:
+        return [t.id for t in (await store.list_threads("ann", search=text))[0]]
+
+    assert await found("QUARTERLY") == ["t0"]
+    assert await found("报销") == ["t1"]
+    assert await found("100%") == ["t2"]
+    assert await found("_") == [] and await found("nothing") == []
+
+
+async def check_the_cursor_pages_through_every_thread_once(store: ThreadStore, clock: Clock) -> None:
+    for i in range(25):
+        if i % 3:
+            clock.advance(seconds=1)  # some threads share an updated_at: the id breaks the tie
+        await store.upsert_thread(f"t{i:02}", user="ann")
+    await store.upsert_thread("bob", user="bob")
+    seen: list[str] = []
+    pages = []
+    cursor = None
+    while True:
+        threads, cursor = await store.list_threads("ann", limit=10, cursor=cursor)
+        pages.append(len(threads))
+        seen += [t.id for t in threads]
+        if cursor is None:
+            break
+    assert pages == [10, 10, 5] and sorted(seen) == [f"t{i:02}" for i in range(25)] and len(set(seen)) == 25
+    everything = [t.id for t in (await store.list_threads("ann", limit=100))[0]]
+    assert seen == everything
+    for bad in ("not-a-cursor", "bm9wZQ=="):
+        try:
+            await store.list_threads("ann", cursor=bad)
+        except HistoryError as exc:
+            assert "cursor" in str(exc)
+        else:
+            raise AssertionError(f"cursor {bad!r} accepted")
+
+
+async def _thread_with_everything(store: ThreadStore, clock: Clock, thread_id: str, user: str) -> None:
+    await store.upsert_thread(thread_id, user=user, name=f"{user}'s")
+    await store.upsert_step(step(f"{thread_id}-q", thread_id, iso(clock), "user_message", "question"))
+    await store.upsert_step(step(f"{thread_id}-a", thread_id, iso(clock, 1), output="answer"))
+    upload = {"id": f"{thread_id}-e", "threadId": thread_id, "forId": f"{thread_id}-q", "name": "a.pdf"}
+    await store.upsert_element(upload, b"%PDF-1.4 " * 100)
+    await store.upsert_feedback(feedback_id=None, step_id=f"{thread_id}-a", value=0, comment="wrong")
+
+
+async def check_deleting_a_thread_removes_its_steps_elements_bytes_and_feedback(store: ThreadStore, clock: Clock) -> None:
+    await _thread_with_everything(store, clock, "t1", "ann")
+    await _thread_with_everything(store, clock, "t2", "ann")
+    await store.delete_thread("t1")
+    await store.delete_thread("t1")  # twice: nothing left to delete, no error
+    assert await store.get_thread("t1") is None and await store.steps("t1") == [] and await store.elements("t1") == []
+    assert await store.element_content("t1", "t1-e") is None
+    for table in (schema.steps, schema.elements, schema.feedback):
+        assert await count(store, table) == (2 if table is schema.steps else 1), table.name
+    assert len(await store.steps("t2")) == 2 and await store.element_content("t2", "t2-e") == b"%PDF-1.4 " * 100
+
+
+async def check_deleting_a_users_threads_leaves_everyone_elses(store: ThreadStore, clock: Clock) -> None:
+    for i in range(3):
+        await _thread_with_everything(store, clock, f"ann-{i}", "ann")
+    await _thread_with_everything(store, clock, "bob-0", "bob")
+    assert await store.delete_threads_of("ann") == 3
+    assert await store.delete_threads_of("ann") == 0
+    assert (await store.list_threads("ann"))[0] == [] and [t.id for t in (await store.list_threads("bob"))[0]] == ["bob-0"]
+    assert await count(store, schema.feedback) == 1 and await count(store, schema.elements) == 1
+
+
+async def check_old_threads_go_by_their_last_activity(store: ThreadStore, clock: Clock) -> None:
+    clock.t = datetime.now(UTC) - timedelta(days=40)
+    await _thread_with_everything(store, clock, "idle", "ann")
+    await store.upsert_thread("revived", user="ann")
+    clock.advance(days=30)  # 10 days ago
+    await store.upsert_step(step("s-new", "revived", iso(clock)))
+    await store.upsert_thread("recent", user="bob")
+    clock.t = datetime.now(UTC)
+    assert await apply_retention(store, None, clock()) == 0
+    assert await apply_retention(store, 30, clock()) == 1
+    assert await store.get_thread("idle") is None and await count(store, schema.feedback) == 0
+    assert {t.id for t in (await store.list_threads("ann"))[0]} == {"revived"}
+    assert await store.delete_older_than(clock() - timedelta(days=5)) == 2
+    assert await count(store, schema.threads) == 0
+
+
+async def check_feedback_comes_with_its_question_answer_and_sources(store: ThreadStore, clock: Clock) -> None:
+    clock.advance(days=-10)
+    await store.upsert_thread("t1", user="ann", name="报销")
+    await store.upsert_step(step("q1", "t1", iso(clock), "user_message", "first question"))
+    await store.upsert_step(step("a1", "t1", iso(clock, 1), output="first answer"))
+    old = await store.upsert_feedback(feedback_id=None, step_id="a1", value=1, comment=None)
+    clock.advance(days=9)  # yesterday
+    await store.upsert_step(step("q2", "t1", iso(clock), "user_message", "发票怎么报销?"))
+    await store.upsert_step(step("a2", "t1", iso(clock, 1), output="见第三节 [1]"))
+    await store.upsert_step(step("tool", "t1", iso(clock, 2), "tool", "not a question"))
+    for name in ("[1]", "[2]"):
+        await store.upsert_element({"id": f"src{name}", "threadId": "t1", "forId": "a2", "name": name, "type": "text"}, None)
+    fid = await store.upsert_feedback(feedback_id=None, step_id="a2", value=1, comment=None)
+    clock.advance(hours=1)
+    assert await store.upsert_feedback(feedback_id=fid, step_id="a2", value=0, comment="wrong section") == fid  # changed: one row
+    since = clock() - timedelta(days=7)
+    [row] = await store.feedback_since(since)
+    assert (row.id, row.user, row.thread_id, row.thread_name, row.value, row.comment) == (fid, "ann", "t1", "报销", 0, "wrong section")
+    assert row.step["output"] == "见第三节 [1]" and row.question["output"] == "发票怎么报销?"
+    assert [e["name"] for e in row.elements] == ["[1]", "[2]"] and row.updated_at == clock()
+    assert [r.id for r in await store.feedback_since(since - timedelta(days=7))] == [old, fid]
+    assert await store.delete_feedback(fid) and not await store.delete_feedback(fid)
+    assert await store.feedback_since(since) == []
+    try:
+        await store.upsert_feedback(feedback_id=None, step_id="no-such-step", value=1, comment=None)
+    except HistoryError as exc:
+        assert "no-such-step" in str(exc)
+    else:
+        raise AssertionError("feedback on an unknown step accepted")
+
+
+async def check_deleting_a_step_deletes_its_feedback(store: ThreadStore, clock: Clock) -> None:
+    await _thread_with_everything(store, clock, "t1", "ann")
+    await store.delete_step("t1-a")
+    await store.delete_step("t1-a")
+    assert [s["id"] for s in await store.steps("t1")] == ["t1-q"] and await count(store, schema.feedback) == 0
+
+
+async def check_elements_are_reached_only_through_their_thread(store: ThreadStore, clock: Clock) -> None:
+    await _thread_with_everything(store, clock, "ann-t", "ann")
+    await _thread_with_everything(store, clock, "bob-t", "bob")
+    assert (await store.get_element("ann-t", "ann-t-e"))["name"] == "a.pdf"
+    assert await store.get_element("bob-t", "ann-t-e") is None and await store.element_content("bob-t", "ann-t-e") is None
+    await store.delete_element("ann-t-e", thread_id="bob-t")  # the wrong thread deletes nothing
+    assert await store.element_content("ann-t", "ann-t-e") is not None
+    await store.upsert_element({"id": "ann-t-e", "display": "side"}, None)  # update without bytes keeps them
+    assert await store.element_content("ann-t", "ann-t-e") == b"%PDF-1.4 " * 100
+    assert (await store.get_element("ann-t", "ann-t-e"))["display"] == "side"
+    await store.upsert_element({"id": "ann-t-e"}, b"new")
+    assert await store.element_content("ann-t", "ann-t-e") == b"new"
+    assert [e["id"] for e in await store.elements("ann-t")] == ["ann-t-e"]
+    await store.delete_element("ann-t-e")
+    assert await store.elements("ann-t") == []
+
+
+async def check_what_cannot_be_saved_is_refused_with_a_sentence(store: ThreadStore, clock: Clock) -> None:
+    for call, words in (
+        (lambda: store.upsert_step({"output": "no id"}), "without an id"),
+        (lambda: store.upsert_step({"id": "s9", "output": "no thread"}), "no threadId"),
+        (lambda: store.upsert_element({"name": "x"}, b""), "without an id"),
+        (lambda: store.upsert_element({"id": "e9"}, b""), "no threadId"),
+    ):
+        try:
+            await call()
+        except HistoryError as exc:
+            assert words in str(exc)
+        else:
+            raise AssertionError(words)
+    assert await count(store, schema.threads) == 0
+
+
+CHECKS: list[Check] = [
+    check_same_step_twice_is_one_row_and_an_update_merges,
+    check_a_step_saved_before_its_thread_creates_the_thread,
+    check_steps_come_by_created_at_then_insertion_order,
+    check_thread_metadata_merges_tags_replace_and_the_owner_never_changes,
+    check_every_write_moves_the_threads_last_activity,
+    check_users_are_upserted_by_identifier,
+    check_a_user_lists_only_their_threads_newest_activity_first,
+    check_search_finds_names_in_any_case_and_takes_wildcards_literally,
+    check_the_cursor_pages_through_every_thread_once,
+    check_deleting_a_thread_removes_its_steps_elements_bytes_and_feedback,
+    check_deleting_a_users_threads_leaves_everyone_elses,
+    check_old_threads_go_by_their_last_activity,
+    check_feedback_comes_with_its_question_answer_and_sources,
+    check_deleting_a_step_deletes_its_feedback,
+    check_elements_are_reached_only_through_their_thread,
+    check_what_cannot_be_saved_is_refused_with_a_sentence,
+]
