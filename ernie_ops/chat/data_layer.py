@@ -110,7 +110,8 @@ class HistoryLayer(BaseDataLayer):
     async def upsert_feedback(self, feedback: Feedback) -> str:
         async def run(s: ThreadStore) -> str:
             value, comment = int(feedback.value), feedback.comment
-            fid = await s.upsert_feedback(feedback_id=feedback.id, step_id=feedback.forId, value=value, comment=comment)
+            # one feedback per reply, named after it: its removal (which Chainlit sends by feedback id) finds the step
+            fid = await s.upsert_feedback(feedback_id=feedback.id or feedback.forId, step_id=feedback.forId, value=value, comment=comment)
             # on the step too: a resumed thread shows the thumb it was given (Chainlit reads the step's `feedback`)
             await s.upsert_step({"id": feedback.forId, "feedback": thread_dicts.feedback_dict(fid, feedback.forId, value, comment)})
             return fid
@@ -119,7 +120,13 @@ class HistoryLayer(BaseDataLayer):
         return fid or feedback.id or ""
 
     async def delete_feedback(self, feedback_id: str) -> bool:
-        return bool(await self._write("a feedback's removal", lambda s: s.delete_feedback(feedback_id)))
+        async def run(s: ThreadStore) -> bool:
+            if not await s.delete_feedback(feedback_id):
+                return False
+            await s.upsert_step({"id": feedback_id, "feedback": None})  # the thumb taken back (id = the step's)
+            return True
+
+        return bool(await self._write("a feedback's removal", run))
 
     # -- elements -----------------------------------------------------------------------------------
     @queue_until_user_message()

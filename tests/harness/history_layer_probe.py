@@ -35,7 +35,7 @@ def messages(thread_id: str, n: int) -> list[dict]:
 
 async def resume200(url: str) -> dict:
     from chainlit.context import init_http_context
-    from chainlit.types import Pagination, ThreadFilter
+    from chainlit.types import Feedback, Pagination, ThreadFilter
     from chainlit.user import User
 
     from ernie_ops.chat.data_layer import HistoryLayer
@@ -59,12 +59,19 @@ async def resume200(url: str) -> dict:
         thread = await layer.get_thread(thread_id)
         timings.append(time.perf_counter() - t)
     listed = await layer.list_threads(Pagination(first=20), ThreadFilter(userId=user.id))
+    fid = await layer.upsert_feedback(Feedback(forId=steps[-1]["id"], value=0, comment="不对", threadId=thread_id))
+    rated = (await layer.get_thread(thread_id))["steps"][-1].get("feedback")
+    await layer.upsert_feedback(Feedback(id=fid, forId=steps[-1]["id"], value=1, comment=None, threadId=thread_id))
+    changed = (await layer.get_thread(thread_id))["steps"][-1].get("feedback")
+    removed = await layer.delete_feedback(fid)
+    after = (await layer.get_thread(thread_id))["steps"][-1].get("feedback")
     await layer.close()
     return {
         "steps": len(thread["steps"]), "ordered": [s["id"] for s in thread["steps"]] == [s["id"] for s in steps],
         "last": thread["steps"][-1]["output"][-3:], "author": await _author(url, thread_id),
         "userIdentifier": thread["userIdentifier"], "listed": [t["id"] for t in listed.data], "thread": thread_id,
         "seconds": timings, "profile": thread["metadata"].get("chat_profile"),
+        "feedback": [rated, changed, removed, after],
     }  # fmt: skip
 
 

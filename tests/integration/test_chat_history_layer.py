@@ -33,6 +33,10 @@ def test_a_thread_of_200_messages_is_saved_in_order_and_opens_quickly(tmp_path, 
     assert got["steps"] == 200 and got["ordered"] and got["last"] == "（完）"  # the update merged into its row
     assert got["author"] == got["userIdentifier"] == "alice"  # what Chainlit compares with the logged-in user
     assert got["listed"] == [got["thread"]] and got["profile"] == "通用助手 General"
+    rated, changed, removed, after = got["feedback"]
+    step = rated["forId"]
+    assert rated == {"id": step, "forId": step, "value": 0, "comment": "不对"}  # shown again when the thread is opened
+    assert changed == {"id": step, "forId": step, "value": 1, "comment": None} and removed is True and after is None
     first, median = got["seconds"][0], statistics.median(got["seconds"])
     print(f"\nget_thread of 200 messages (SQLite): first {first * 1000:.1f} ms, median of 5 {median * 1000:.1f} ms")
     assert median < 2.0, got["seconds"]
