@@ -238,14 +238,17 @@ async def settings(values: dict) -> None:
 async def resume(thread: dict) -> None:
     """A thread opened from the sidebar: its scenario (Chainlit has set the session's profile from the thread's
     metadata) and the model's view of its messages; a Docs thread searches its own uploads again (they are
-    kept, keyed by user and thread). Not restored yet: marketing cards and onboarding items (their tools
-    start fresh on the next message)."""
+    kept, keyed by user and thread); an onboarding thread's item cards confirm again. Not restored yet: the
+    marketing form's cards (their regenerate buttons need the session's form values)."""
     conv = _new_conversation((thread.get("metadata") or {}).get(PROFILE_KEY) or cl.user_session.get("chat_profile"))
     conv.restore(thread_dicts.conversation_messages(thread.get("steps") or []))
     log.info("resume user=%s thread=%s scenario=%s messages=%d", conv.user, thread.get("id"), conv.scenario.name.replace(" ", "_"),
              len(conv.history))  # fmt: skip
     if conv.docs is not None:
         await _offer_collections(conv.docs)
+    tool = TOOLS.get(conv.scenario.name)
+    if tool is not None and hasattr(tool, "resume"):
+        tool.resume(thread.get("elements") or [])
 
 
 async def _remember_profile(conv: Conversation) -> None:

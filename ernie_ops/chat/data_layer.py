@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -63,6 +64,7 @@ class HistoryLayer(BaseDataLayer):
         self._opener, self.root_path, self.on_deleted = opener, root_path, on_deleted
         self._store: ThreadStore | None = None
         self._lock = asyncio.Lock()
+        self._order = 0  # elements' order of creation (strictly increasing, ns): the store returns them by id
         self.notice = notice or thread_dicts.SaveNotice()
 
     async def store(self) -> ThreadStore:
@@ -131,13 +133,24 @@ class HistoryLayer(BaseDataLayer):
     # -- elements -----------------------------------------------------------------------------------
     @queue_until_user_message()
     async def create_element(self, element) -> None:
+        order = self._next_order()  # before any await: Chainlit starts these as tasks, in the order it sends
         try:
             content = await asyncio.to_thread(thread_dicts.element_bytes, element.content, element.path)
         except OSError as exc:
             log.error("history: the file of element %s (%s) cannot be read: %s", element.id, element.name, exc)
             content = None
         data = thread_dicts.element_for_store(element.to_dict())
-        await self._write(f"element {element.name}", lambda s: s.upsert_element(data, content))
+
+        async def run(s: ThreadStore) -> None:
+            if await s.get_element(element.thread_id, element.id) is None:  # an update keeps its place
+                data[thread_dicts.ORDER_KEY] = order
+            await s.upsert_element(data, content)
+
+        await self._write(f"element {element.name}", run)
+
+    def _next_order(self) -> int:
+        self._order = max(self._order + 1, time.time_ns())
+        return self._order
 
     async def get_element(self, thread_id: str, element_id: str) -> dict | None:
         found = await (await self.store()).get_element(thread_id, element_id)

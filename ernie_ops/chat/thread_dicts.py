@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 NOT_SAVED = "对话记录暂时无法保存，聊天仍可继续。 / History is not being saved right now; the chat still answers."
 ELEMENT_ROUTE = "/history/element"  # app.py serves the stored bytes there, to the thread's author only
+ORDER_KEY = "orderNs"  # added to a stored element when first saved: the store lists elements by id, not by time
 
 
 def iso(when: datetime | str | None) -> str | None:
@@ -71,7 +72,8 @@ def thread_dict(row: Any, steps: Iterable[Mapping], elements: Iterable[Mapping],
     """The whole ThreadDict of an opened or resumed thread."""
     out = thread_summary(row)
     out["steps"] = [dict(s) for s in steps]
-    out["elements"] = [with_url(e, root_path) for e in elements]
+    ordered = sorted(elements, key=lambda e: e.get(ORDER_KEY) or 0)  # as they were sent (a message's cards in order)
+    out["elements"] = [with_url(e, root_path) for e in ordered]
     return out
 
 

@@ -479,6 +479,12 @@ def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, s
     assert [i for i, _ in again] == [i for i, _ in cards], (cards, again)  # the same items, nothing new
     assert dict(again)[task] == "true" and sum(c == "true" for _, c in again) == 1, again
     assert _push_log_rows(sb) == [(USER, i, i == task) for i, _ in cards]
+    # history on: the reload resumed the thread, whose cards confirm again (their session was rebuilt)
+    other = next(i for i, c in again if c == "false" and i.startswith("task"))
+    chat.page.locator(f'.onboarding-item[data-item="{other}"] .onboarding-confirm').click()
+    chat.page.wait_for_selector(f'.onboarding-item[data-item="{other}"][data-confirmed="true"]', timeout=30_000)
+    chat.shot("17e-onboarding-confirmed-after-resume")
+    assert _push_log_rows(sb) == [(USER, i, i in (task, other)) for i, _ in cards]
 
 
 def test_onboarding_user_unknown_to_hr_gets_a_sentence_and_nothing_is_pushed(chat, sb):

@@ -150,3 +150,13 @@ def test_stored_bytes_a_browser_could_run_are_served_as_a_download():
     assert thread_dicts.served_as(None) == ("application/octet-stream", "attachment")
     assert thread_dicts.served_as("text/plain") == ("text/plain", "inline")
     assert thread_dicts.served_as("application/pdf") == ("application/pdf", "inline")
+
+
+def test_a_threads_elements_come_back_in_the_order_they_were_sent():
+    stored = [
+        {"id": "a", "threadId": "t1", "orderNs": 30},
+        {"id": "b", "threadId": "t1", "orderNs": 10},
+        {"id": "c", "threadId": "t1", "orderNs": 20},
+    ]
+    got = thread_dicts.thread_dict(row(), [], stored)
+    assert [e["id"] for e in got["elements"]] == ["b", "c", "a"]
