@@ -26,12 +26,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from chainlit.data.base import BaseDataLayer
 from chainlit.data.utils import queue_until_user_message
 from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, ThreadDict, ThreadFilter
 from chainlit.user import PersistedUser, User
+from fastapi import HTTPException
 
 from ernie_ops.chat import thread_dicts
 from ernie_ops.threads.errors import HistoryError, HistoryUnavailable
@@ -53,6 +55,17 @@ def _session() -> Any:
 def _persisted(row) -> PersistedUser:
     """Chainlit's user: its id is the login name (the store's own row id stays inside the store)."""
     return PersistedUser(id=row.identifier, identifier=row.identifier, createdAt=thread_dicts.iso(row.created_at), metadata=row.metadata)
+
+
+def _unsaved(identifier: str) -> PersistedUser:
+    """The logged-in user while the database is down: the same id (the login name) it will have when it is back."""
+    return PersistedUser(id=identifier, identifier=identifier, createdAt=thread_dicts.iso(datetime.now(UTC)), metadata={})
+
+
+def _refused(exc: HistoryUnavailable) -> HTTPException:
+    """A route that must not go on unchecked (whose thread is this?): 503 with the reason, not a traceback."""
+    log.error("history: %s", exc)
+    return HTTPException(status_code=503, detail=f"chat history unavailable: {exc}")
 
 
 class HistoryLayer(BaseDataLayer):
@@ -100,13 +113,19 @@ class HistoryLayer(BaseDataLayer):
 
     # -- users --------------------------------------------------------------------------------------
     async def get_user(self, identifier: str) -> PersistedUser | None:
-        row = await (await self.store()).get_user(identifier)
-        if row is None:
-            return None
-        return _persisted(row)
+        try:
+            row = await (await self.store()).get_user(identifier)
+        except HistoryUnavailable as exc:  # logged in all the same (the users file said so), without history
+            log.error("history: user %s cannot be read: %s", identifier, exc)
+            return _unsaved(identifier)
+        return _persisted(row) if row is not None else None
 
     async def create_user(self, user: User) -> PersistedUser | None:
-        return _persisted(await (await self.store()).upsert_user(user.identifier, dict(user.metadata or {})))
+        try:
+            return _persisted(await (await self.store()).upsert_user(user.identifier, dict(user.metadata or {})))
+        except HistoryUnavailable as exc:
+            log.error("history: user %s not saved: %s", user.identifier, exc)
+            return _unsaved(user.identifier)
 
     # -- feedback -----------------------------------------------------------------------------------
     async def upsert_feedback(self, feedback: Feedback) -> str:
@@ -183,20 +202,30 @@ class HistoryLayer(BaseDataLayer):
 
     # -- threads ------------------------------------------------------------------------------------
     async def get_thread_author(self, thread_id: str) -> str:
-        return await (await self.store()).thread_user(thread_id) or ""
+        try:
+            return await (await self.store()).thread_user(thread_id) or ""
+        except HistoryUnavailable as exc:
+            raise _refused(exc) from None
 
     async def delete_thread(self, thread_id: str) -> None:
-        store = await self.store()
-        user = await store.thread_user(thread_id)
-        await store.delete_thread(thread_id)
+        try:
+            store = await self.store()
+            user = await store.thread_user(thread_id)
+            await store.delete_thread(thread_id)
+        except HistoryUnavailable as exc:
+            raise _refused(exc) from None
         if user and self.on_deleted is not None:
             await self.on_deleted(user, thread_id)
 
     async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> PaginatedResponse[ThreadDict]:
         if not filters.userId:  # the route always sets it; without it nobody's threads are listed
             return PaginatedResponse(pageInfo=PageInfo(hasNextPage=False, startCursor=None, endCursor=None), data=[])
-        store = await self.store()
-        rows, cursor = await store.list_threads(filters.userId, search=filters.search, limit=pagination.first, cursor=pagination.cursor)
+        try:
+            store = await self.store()
+            rows, cursor = await store.list_threads(filters.userId, search=filters.search, limit=pagination.first, cursor=pagination.cursor)
+        except HistoryUnavailable as exc:  # an empty sidebar; the chat itself goes on
+            log.error("history: threads of %s cannot be listed: %s", filters.userId, exc)
+            rows, cursor = [], None
         data = [thread_dicts.thread_summary(r) for r in rows]
         info = PageInfo(hasNextPage=cursor is not None, startCursor=data[0]["id"] if data else None, endCursor=cursor)
         return PaginatedResponse(pageInfo=info, data=data)

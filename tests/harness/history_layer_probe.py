@@ -93,7 +93,9 @@ async def down(url: str) -> dict:
     """Every write is refused by a real unreachable database; each session is told once, nothing raises."""
     from chainlit.context import init_ws_context
     from chainlit.session import WebsocketSession
-    from chainlit.types import Feedback
+    from chainlit.types import Feedback, Pagination, ThreadFilter
+    from chainlit.user import User
+    from fastapi import HTTPException
 
     from ernie_ops.chat.data_layer import HistoryLayer
     from ernie_ops.threads.store import ThreadStore
@@ -120,7 +122,14 @@ async def down(url: str) -> dict:
         await layer.update_thread(session.thread_id, name="x", metadata={"chat_profile": "General"})
         await layer.upsert_feedback(Feedback(forId=str(uuid.uuid4()), value=0, comment="不对"))
     thread = await layer.get_thread(str(uuid.uuid4()))
-    return {"toasts": toasts, "thread": thread}
+    user = await layer.get_user("alice") or await layer.create_user(User(identifier="alice"))
+    listed = await layer.list_threads(Pagination(first=20), ThreadFilter(userId="alice"))
+    try:
+        await layer.get_thread_author(str(uuid.uuid4()))
+        author = "answered"
+    except HTTPException as exc:
+        author = exc.status_code
+    return {"toasts": toasts, "thread": thread, "user": user.identifier, "listed": listed.data, "author": author}
 
 
 def main() -> None:

@@ -180,3 +180,25 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         out = stop(proc)
     assert proc.returncode == 0, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_history_database_unreachable_the_app_starts_logs_in_and_lists_nothing(tmp_path, venv):
+    """PostgreSQL named but nothing listens at its address (a real refusal by the driver): the app still starts
+    and logs people in; the sidebar is empty and the log says why, once per call, without a traceback."""
+    port = free_port()
+    cfg, env = setup_dev(tmp_path, venv, port)
+    cfg.write_text(cfg.read_text().replace("  history:\n", "  history:\n    backend: postgresql\n"))
+    env["ERNIE_OPS_CHAT_DATABASE_URL"] = f"postgresql://ernie:pw@127.0.0.1:{free_port()}/history"
+    proc = subprocess.Popen(chat_argv(venv, cfg, tmp_path / "state"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_serving(proc, url)
+        dev = httpx.Client(base_url=url, timeout=30)
+        assert dev.post("/login", data={"username": "dev", "password": PASSWORD}).status_code == 200
+        assert dev.get("/user").json()["identifier"] == "dev"
+        assert dev.post("/project/threads", json={"pagination": {"first": 20}, "filter": {}}).json()["data"] == []
+        assert dev.get(f"/project/thread/{uuid.uuid4()}").status_code == 503
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "the chat runs without saving history" in out and "Traceback" not in out, out[-3000:]

@@ -48,3 +48,5 @@ def test_database_unreachable_the_chat_goes_on_and_each_session_is_told_once(tmp
     assert [len(got["toasts"][s]) for s in ("s1", "s2")] == [1, 1], got["toasts"]
     assert got["toasts"]["s1"][0]["type"] == "warning" and "History is not being saved" in got["toasts"]["s1"][0]["message"]
     assert got["thread"] is None  # a thread that cannot be read is "not found": the chat starts fresh
+    assert got["user"] == "alice" and got["listed"] == []  # logged in all the same; an empty sidebar
+    assert got["author"] == 503  # whose thread it is cannot be checked: refused, not opened
