@@ -77,6 +77,7 @@ class HistoryLayer(BaseDataLayer):
         self._opener, self.root_path, self.on_deleted = opener, root_path, on_deleted
         self._store: ThreadStore | None = None
         self._lock = asyncio.Lock()
+        self._owned: set[tuple[str, str]] = set()  # (user, thread) this process has seen the user may write
         self._order = 0  # elements' order of creation (strictly increasing, ns): the store returns them by id
         self.notice = notice or thread_dicts.SaveNotice()
 
@@ -89,15 +90,32 @@ class HistoryLayer(BaseDataLayer):
                     self._store = await self._opener()
         return self._store
 
-    async def _write(self, what: str, call: Callable[[ThreadStore], Awaitable[Any]]) -> Any:
+    async def _write(self, what: str, call: Callable[[ThreadStore], Awaitable[Any]], thread_id: str | None = None) -> Any:
         try:
-            return await call(await self.store())
+            store = await self.store()
+            if thread_id and not await self._may_write(store, thread_id):
+                log.warning("history: %s not saved: thread %s belongs to another user than this session's", what, thread_id)
+                return None
+            return await call(store)
         except HistoryUnavailable as exc:
             log.error("history: %s not saved: %s", what, exc)
             await self._tell_once()
         except HistoryError as exc:  # e.g. feedback on a message written while the database was down
             log.warning("history: %s not saved: %s", what, exc)
         return None
+
+    async def _may_write(self, store: ThreadStore, thread_id: str) -> bool:
+        """A chat session writes only into its user's threads (or a new one). Chainlit checks the owner when a
+        socket asks to resume a thread, but lets it in when the thread cannot be read then (database down):
+        checked again here, once per session user and thread."""
+        user = getattr(getattr(_session(), "user", None), "identifier", None)
+        if user is None or (user, thread_id) in self._owned:  # no session: an HTTP route, which checked already
+            return True
+        owner = await store.thread_user(thread_id)
+        if owner is not None and owner != user:
+            return False
+        self._owned.add((user, thread_id))
+        return True
 
     async def _tell_once(self) -> None:
         session = _session()
@@ -165,7 +183,7 @@ class HistoryLayer(BaseDataLayer):
                 data[thread_dicts.ORDER_KEY] = order
             await s.upsert_element(data, content)
 
-        await self._write(f"element {element.name}", run)
+        await self._write(f"element {element.name}", run, element.thread_id)
 
     def _next_order(self) -> int:
         self._order = max(self._order + 1, time.time_ns())
@@ -186,12 +204,12 @@ class HistoryLayer(BaseDataLayer):
     @queue_until_user_message()
     async def create_step(self, step_dict) -> None:
         data = thread_dicts.step_for_store(step_dict)
-        await self._write("a message", lambda s: s.upsert_step(data))
+        await self._write("a message", lambda s: s.upsert_step(data), data.get("threadId"))
 
     @queue_until_user_message()
     async def update_step(self, step_dict) -> None:
         data = thread_dicts.step_for_store(step_dict)
-        await self._write("a message", lambda s: s.upsert_step(data))
+        await self._write("a message", lambda s: s.upsert_step(data), data.get("threadId"))
 
     @queue_until_user_message()
     async def delete_step(self, step_id: str) -> None:
@@ -246,7 +264,9 @@ class HistoryLayer(BaseDataLayer):
                             metadata: dict | None = None, tags: list[str] | None = None) -> None:  # fmt: skip
         if user_id is None:  # the database was down at login: the session's user is not a persisted one
             user_id = getattr(getattr(_session(), "user", None), "identifier", None)
-        await self._write("the thread", lambda s: s.upsert_thread(thread_id, user=user_id, name=name, metadata=metadata, tags=tags))
+        await self._write(
+            "the thread", lambda s: s.upsert_thread(thread_id, user=user_id, name=name, metadata=metadata, tags=tags), thread_id
+        )
 
     async def build_debug_url(self) -> str:
         return ""

@@ -53,6 +53,7 @@ async def resume200(url: str) -> dict:
     for s in steps:
         await layer.create_step(s)
     await layer.update_step({**steps[-1], "output": steps[-1]["output"] + "（完）"})  # an update merges, no new row
+    intruder = await _intrude(layer, thread_id)
     timings = []
     for _ in range(5):
         t = time.perf_counter()
@@ -71,8 +72,33 @@ async def resume200(url: str) -> dict:
         "last": thread["steps"][-1]["output"][-3:], "author": await _author(url, thread_id),
         "userIdentifier": thread["userIdentifier"], "listed": [t["id"] for t in listed.data], "thread": thread_id,
         "seconds": timings, "profile": thread["metadata"].get("chat_profile"),
-        "feedback": [rated, changed, removed, after],
+        "feedback": [rated, changed, removed, after], "intruder": intruder,
     }  # fmt: skip
+
+
+async def _intrude(layer, thread_id: str) -> list[int]:
+    """Another user's chat session writes into this thread (as a socket let in while the database was down
+    would): nothing lands. Returns the thread's step count before and after, and the name."""
+    from chainlit.context import init_http_context, init_ws_context
+    from chainlit.session import WebsocketSession
+    from chainlit.user import PersistedUser
+
+    before = len((await layer.get_thread(thread_id))["steps"])
+
+    async def emit(event, data):
+        pass
+
+    mallory = PersistedUser(id="mallory", identifier="mallory", createdAt="2000-01-01T00:00:00Z")
+    session = WebsocketSession(id=str(uuid.uuid4()), socket_id="m", emit=emit, emit_call=None, user_env={}, client_type="webapp",
+                               thread_id=thread_id, user=mallory)  # fmt: skip
+    session.has_first_interaction = True
+    init_ws_context(session)
+    for s in messages(thread_id, 2):
+        await layer.create_step(s)
+    await layer.update_thread(thread_id, name="mallory was here", metadata={"x": 1})
+    init_http_context(thread_id=thread_id)
+    thread = await layer.get_thread(thread_id)
+    return [before, len(thread["steps"]), thread["name"], thread["metadata"].get("x")]
 
 
 async def _author(url: str, thread_id: str) -> str:

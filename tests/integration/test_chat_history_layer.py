@@ -33,6 +33,7 @@ def test_a_thread_of_200_messages_is_saved_in_order_and_opens_quickly(tmp_path, 
     assert got["steps"] == 200 and got["ordered"] and got["last"] == "（完）"  # the update merged into its row
     assert got["author"] == got["userIdentifier"] == "alice"  # what Chainlit compares with the logged-in user
     assert got["listed"] == [got["thread"]] and got["profile"] == "通用助手 General"
+    assert got["intruder"] == [200, 200, "两百条消息", None]  # another user's session wrote nothing into it
     rated, changed, removed, after = got["feedback"]
     step = rated["forId"]
     assert rated == {"id": step, "forId": step, "value": 0, "comment": "不对"}  # shown again when the thread is opened
