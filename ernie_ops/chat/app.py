@@ -18,6 +18,8 @@ import os
 
 import chainlit as cl
 from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
+from chainlit.types import UpdateFeedbackRequest  # at module level: FastAPI resolves the route's annotation here
+from fastapi.responses import JSONResponse
 
 from ernie_ops import config
 from ernie_ops.chat import history, thread_dicts, upload_limits, users
@@ -115,7 +117,8 @@ if HISTORY.enabled:
 def _serve_stored_elements() -> None:
     """GET <root>/history/element/{thread}/{element}: a stored element's bytes (a resumed thread's sources and
     uploads), to the thread's author only, by Chainlit's own check (chainlit.data.acl.is_thread_author: an
-    unknown thread is 404, another user's 401). Put before Chainlit's catch-all route, which serves the page."""
+    unknown thread is 404, another user's 401). Put before Chainlit's catch-all route, which serves the page.
+    Also PUT /feedback, checked (see checked_feedback), before Chainlit's unchecked one."""
     from chainlit.auth import get_current_user
     from chainlit.data import get_data_layer
     from chainlit.data.acl import is_thread_author
@@ -136,6 +139,22 @@ def _serve_stored_elements() -> None:
         return Response(content, media_type=mime, headers=headers)
 
     server.add_api_route(f"{CHAT.root_path}{thread_dicts.ELEMENT_ROUTE}/{{thread_id}}/{{element_id}}", stored_element, methods=["GET"])
+    server.router.routes.insert(0, server.router.routes.pop())
+
+    async def checked_feedback(update: UpdateFeedbackRequest, current_user=Depends(get_current_user)) -> JSONResponse:  # noqa: B008
+        """Chainlit's PUT /feedback stores a rating for any message id it is given; this one first checks that
+        the message is in a thread of the logged-in user (401 otherwise), then stores it the same way."""
+        feedback = update.feedback
+        layer = get_data_layer()
+        if (
+            not current_user
+            or not feedback.threadId
+            or await layer.step_author(feedback.threadId, feedback.forId) != current_user.identifier
+        ):
+            raise HTTPException(status_code=401, detail="Unauthorized")
+        return JSONResponse(content={"success": True, "feedbackId": await layer.upsert_feedback(feedback)})
+
+    server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback, methods=["PUT"])
     server.router.routes.insert(0, server.router.routes.pop())
 
 

@@ -158,6 +158,15 @@ class HistoryLayer(BaseDataLayer):
         fid = await self._write("feedback", run)
         return fid or feedback.id or ""
 
+    async def step_author(self, thread_id: str, step_id: str) -> str | None:
+        """The owner of `thread_id` if `step_id` is one of its messages, else None (a feedback's check)."""
+        try:
+            store = await self.store()
+            owner = await store.thread_user(thread_id)
+            return owner if owner and any(st.get("id") == step_id for st in await store.steps(thread_id)) else None
+        except HistoryUnavailable as exc:
+            raise _refused(exc) from None
+
     async def delete_feedback(self, feedback_id: str) -> bool:
         async def run(s: ThreadStore) -> bool:
             if not await s.delete_feedback(feedback_id):

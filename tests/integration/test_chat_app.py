@@ -152,7 +152,7 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
     try:
         url = f"http://127.0.0.1:{port}"
         wait_serving(proc, url)  # the app created the history schema at start; the seed goes into that file
-        thread, _, element = asyncio.run(_seed_thread(tmp_path / "history.sqlite", "dev"))
+        thread, step, element = asyncio.run(_seed_thread(tmp_path / "history.sqlite", "dev"))
         dev, eve = (httpx.Client(base_url=url, timeout=30) for _ in range(2))
         for client, name in ((dev, "dev"), (eve, "eve")):
             assert client.post("/login", data={"username": name, "password": PASSWORD}).status_code == 200
@@ -170,10 +170,16 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         assert eve.get(f"/project/thread/{thread}/element/{element}").status_code == 401
         assert eve.put("/project/thread", json={"threadId": thread, "name": "mine now"}).status_code == 401
         assert eve.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 401
+        rating = {"forId": step, "threadId": thread, "value": 0, "comment": "eve was here"}
+        assert eve.put("/feedback", json={"feedback": rating, "sessionId": "x"}).status_code == 401
+        assert eve.put("/feedback", json={"feedback": rating | {"threadId": str(uuid.uuid4())}, "sessionId": "x"}).status_code == 401
+        rated = dev.put("/feedback", json={"feedback": rating | {"comment": "答非所问"}, "sessionId": "x"})
+        assert rated.status_code == 200 and rated.json()["feedbackId"] == step
         assert httpx.get(url + f"/history/element/{thread}/{element}", timeout=30).status_code == 401  # not logged in
         assert dev.get(f"/project/thread/{uuid.uuid4()}").status_code == 404
         still = dev.get(f"/project/thread/{thread}").json()
         assert still["name"] == "回滚时恢复什么目录？" and len(still["steps"]) == 2  # eve's rename and delete changed nothing
+        assert still["steps"][1]["feedback"]["comment"] == "答非所问"  # dev's rating, not eve's
         assert dev.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 200
         assert dev.post("/project/threads", json=listing).json()["data"] == []
     finally:
