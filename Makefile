@@ -5,7 +5,7 @@ CACHE ?= $(HOME)/.cache/ernie-ops
 VENV ?= $(CACHE)/venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := nginx systemd python3-venv curl iproute2 util-linux procps chromium fonts-wqy-microhei \
-	prometheus prometheus-node-exporter prometheus-blackbox-exporter dbus
+	prometheus prometheus-node-exporter prometheus-blackbox-exporter dbus postgresql
 # The test venv is pip-synced to requirements/test.lock (exactly its pins, nothing else); `make lock`
 # regenerates the three locks from requirements/*.txt and setup.py.
 LOCK := requirements/test.lock
@@ -40,8 +40,9 @@ demo-down:
 deps: apt venv wheelhouse
 	@$(PY) -m pip install -q --no-deps -e . > $(CACHE)/pip-editable.log 2>&1 || { cat $(CACHE)/pip-editable.log; exit 1; }
 
-# apt: the packages' services (nginx, prometheus, exporters) are never started by the install (policy-rc.d
-# exit 101, only if the machine has none): the tests start what they need, on their own ports, and stop it.
+# apt: the packages' services (nginx, prometheus, exporters, postgresql's `main` cluster) are never started by the
+# install (policy-rc.d exit 101, only if the machine has none): the tests start what they need, on their own ports,
+# and stop it (PostgreSQL: a cluster of their own from initdb, run as the package's `postgres` user).
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

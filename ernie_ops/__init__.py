@@ -8,10 +8,11 @@ Module map (one concern per package; each package's docstring says what lives th
 - `files/`     YAML and SQLite files kept safe, damaged files kept aside, one atomic write
 - `client/`    the gateway client the apps and `bench` share (streaming, SSE, the one retry rule)
 - `chat/`      the Chainlit app and its conversation logic; `docs/` document Q&A; `marketing/` marketing
-  copy; `onboarding/` the onboarding helper; `hr/` HR records (SCIM, exports)
+  copy; `onboarding/` the onboarding helper; `hr/` HR records (SCIM, exports); `threads/` the chat history
+  (conversations, uploads, feedback per user; SQLite or PostgreSQL)
 - `config.py` the one YAML config: loading, error reporting, the engine/gateway/cutover sections, and `chat`
   composed from the feature packages' own sections (`chat/config.py`, `docs/config.py`, `marketing/config.py`,
-  `onboarding/config.py`, `hr/config.py`; their shared base in `config_section.py`);
+  `onboarding/config.py`, `hr/config.py`, `threads/config.py`; their shared base in `config_section.py`);
   `errors.py` the error hierarchy and exit codes;
   `cli/` the `ernie-ops` command (a module per command group); `text_numbers.py` numbers and months read from Chinese/English text
 """

@@ -1,15 +1,18 @@
-"""`ernie-ops chat-user add|remove|list`: the chat's users file (scrypt-hashed passwords)."""
+"""`ernie-ops chat-user add|remove|list`: the chat's users file (scrypt-hashed passwords). `remove` also offers
+to delete the user's conversations from the chat history (asked on a terminal; `--delete-threads` /
+`--keep-threads` for scripts; neither and no terminal: kept, and the command to delete them is printed)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import sys
 
 from ernie_ops import config
 from ernie_ops.chat import users
 from ernie_ops.cli.args import Subcommands, subcommands
-from ernie_ops.cli.console import err_console, out_console
+from ernie_ops.cli.console import err_console, out_console, plain
 from ernie_ops.errors import EXIT_OK, UsageError
 
 
@@ -20,6 +23,10 @@ def register(sub: Subcommands) -> None:
         cp = cusub.add_parser(name, help=helptext)
         cp.add_argument("name")
         cp.add_argument("--users-file", help="default: chat.users_file from the config")
+        if name == "remove":
+            which = cp.add_mutually_exclusive_group()
+            which.add_argument("--delete-threads", action="store_true", default=None, help="delete their conversations too")
+            which.add_argument("--keep-threads", dest="delete_threads", action="store_false", help="keep their conversations")
         cp.set_defaults(func=run)
     cl = cusub.add_parser("list", help="the user names")
     cl.add_argument("--users-file", help="default: chat.users_file from the config")
@@ -36,6 +43,48 @@ def _read_password() -> str:
     return first
 
 
+def _threads_of_removed(args: argparse.Namespace) -> int:
+    """Delete the removed user's conversations if asked (`--delete-threads`, or yes on a terminal)."""
+    name = args.name
+    again = f"ernie-ops chat-user remove {name} --delete-threads"
+    if args.delete_threads is False:
+        plain(f"kept {name}'s conversations in the chat history (to delete them: {again})", err=True)
+        return EXIT_OK
+    if args.delete_threads is None and not sys.stdin.isatty():
+        plain(f"kept {name}'s conversations in the chat history; to delete them: {again}", err=True)
+        return EXIT_OK
+    from ernie_ops.threads import database
+
+    history = config.load(args.config).chat.history
+    if not history.enabled and args.delete_threads is None:
+        return EXIT_OK  # no history kept: nothing to offer
+    url = database.existing_url(history)
+    deleted = asyncio.run(_delete_threads(url, name, ask=args.delete_threads is None)) if url else 0
+    if deleted is None:
+        plain(f"kept {name}'s conversations in the chat history (to delete them: {again})", err=True)
+    else:
+        plain(f"deleted {deleted} conversation(s) of {name} from the chat history", err=True)
+    return EXIT_OK
+
+
+async def _delete_threads(url: str, name: str, *, ask: bool) -> int | None:
+    """How many of `name`'s threads were deleted; None when the operator said no."""
+    from rich.prompt import Confirm
+
+    from ernie_ops.threads.store import ThreadStore
+
+    store = await ThreadStore.open(url)
+    try:
+        count = await store.count_threads_of(name)
+        if ask and count and not Confirm.ask(f"delete {name}'s {count} conversation(s) from the chat history too?", default=False):
+            return None
+        deleted = await store.delete_threads_of(name)
+        await store.delete_user(name)
+        return deleted
+    finally:
+        await store.close()
+
+
 def run(args: argparse.Namespace) -> int:
     path = args.users_file or config.load(args.config).chat.users_file
     if args.user_command == "list":
@@ -43,9 +92,12 @@ def run(args: argparse.Namespace) -> int:
             out_console.print(name)
         return EXIT_OK
     if args.user_command == "remove":
-        users.remove(path, args.name)
-        err_console.print(f"removed {args.name} from {path}")
-        return EXIT_OK
+        if args.delete_threads and args.name not in users.load(path):  # removed before, conversations kept then
+            plain(f"{args.name} is not in {path}; deleting their conversations only", err=True)
+        else:
+            users.remove(path, args.name)
+            plain(f"removed {args.name} from {path}", err=True)
+        return _threads_of_removed(args)
     users.check_new(args.name, "x" * users.MIN_PASSWORD)  # a bad name fails before the password is asked
     created = users.add(path, args.name, _read_password())
     err_console.print(f"{'added' if created else 'new password for'} {args.name} in {path}")

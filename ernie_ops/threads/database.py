@@ -14,11 +14,13 @@ SQLite: before the engine opens it, the file is checked under a lock (files.sqli
 SQLite, or another program's database, is refused and left alone; a damaged one is kept aside
 (`<name>.corrupt-<UTC time>`, never overwritten, with its -wal/-shm) and a fresh one started, saying so in
 the log. Writes take the database lock at BEGIN (BEGIN IMMEDIATE), so two writers (the app and an
-`ernie-ops chat-user remove`) wait for each other instead of failing on a lock upgrade.
+`ernie-ops chat-user remove`) wait for each other instead of failing on a lock upgrade; reads take none
+(WAL: a thread list is never held up by a long deletion).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -42,7 +44,13 @@ log = logging.getLogger("ernie_ops.threads")
 APPLICATION_ID = 0x45524854  # "ERHT": PRAGMA application_id of a history file
 BUSY_TIMEOUT_MS = 10_000
 ENV_FILE = "/etc/ernie-ops/chat.env"  # the chat unit's EnvironmentFile
+READ_ONLY = "history_read_only"  # execution option of the store's reads (see _sqlite_connection_setup)
 PG_LOCK_KEY = 0x45524854  # pg_advisory_xact_lock: one chat host migrates at a time
+PG_INSUFFICIENT_PRIVILEGE = "42501"  # SQLSTATE of "permission denied"
+# asyncpg's timeouts, in seconds; the URL's `?timeout=S&command_timeout=S` overrides them (chat.env).
+PG_CONNECT_TIMEOUT_S = 10.0  # asyncpg's default, 60 s, holds a thread list or a save that long when the server is gone
+PG_COMMAND_TIMEOUT_S = 30.0  # asyncpg's default is none: a server that stops answering hangs every history call forever
+PG_TIMEOUTS = {"timeout": PG_CONNECT_TIMEOUT_S, "command_timeout": PG_COMMAND_TIMEOUT_S}
 
 
 def database_url(history, environ: Mapping[str, str] | None = None) -> str:
@@ -78,9 +86,11 @@ def prepare_sqlite_file(path: Path) -> str | None:
     """Make `path` ready for the engine: refuse what is not a history file, keep a damaged one aside and start
     afresh (the sentence saying so is logged and returned), WAL for a new one. Raises HistorySchemaError or
     HistoryUnavailable (a directory that cannot be created or written)."""
+    lock = path.with_name(path.name + ".lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with flock(path.with_name(path.name + ".lock")):
+        new = [p for p in (path, lock) if not p.exists()]
+        with flock(lock):
             kept = _check_file(path)
             conn = connect(path, BUSY_TIMEOUT_MS)
             try:
@@ -93,6 +103,7 @@ def prepare_sqlite_file(path: Path) -> str | None:
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             finally:
                 conn.close()
+            _own_like_directory([*new, path] if kept else new)
     except OSError as exc:
         raise HistoryUnavailable(
             f"cannot open the chat history {path}: "
@@ -103,6 +114,26 @@ def prepare_sqlite_file(path: Path) -> str | None:
     if kept:
         log.warning(kept)
     return kept
+
+
+def _own_like_directory(paths: list[Path]) -> None:
+    """Files root created for the app (an `ernie-ops chat ...` command run by the operator) get the owner of
+    their directory, the chat app's state dir, so the app can still open them."""
+    if os.geteuid() != 0:
+        return
+    for p in paths:
+        owner = p.parent.stat()
+        if p.exists() and p.stat().st_uid != owner.st_uid:
+            os.chown(p, owner.st_uid, owner.st_gid)
+
+
+def existing_url(history, environ: Mapping[str, str] | None = None) -> str | None:
+    """`database_url`, or None when the SQLite file does not exist yet (a report or a deletion by the
+    operator has nothing to read and must not create the app's file)."""
+    url = database_url(history, environ)
+    if history.backend == "sqlite" and not Path(make_url(url).database).exists():
+        return None
+    return url
 
 
 def _check_file(path: Path) -> str | None:
@@ -145,7 +176,13 @@ def _sqlite_connection_setup(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # a write takes the lock at BEGIN; a read (READ_ONLY) reads its WAL snapshot without waiting for writers
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
+
+
+def _json(value) -> str:
+    """Chinese text as itself, not \\uXXXX escapes (a third of the bytes of a stored conversation)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def create_engine(url: str) -> tuple[AsyncEngine, str | None]:
@@ -156,11 +193,33 @@ def create_engine(url: str) -> tuple[AsyncEngine, str | None]:
         if not parsed.database or parsed.database == ":memory:":
             raise UsageError("the chat history needs a SQLite file, not an in-memory database")
         kept = prepare_sqlite_file(Path(parsed.database))
-        engine = create_async_engine(parsed)
+        engine = create_async_engine(parsed, json_serializer=_json)
         _sqlite_connection_setup(engine)
     else:
-        engine = create_async_engine(parsed, pool_pre_ping=True, pool_recycle=1800)
+        parsed, timeouts = pg_timeouts(parsed)
+        engine = create_async_engine(parsed, pool_pre_ping=True, pool_recycle=1800, connect_args=timeouts, json_serializer=_json)
     return engine, kept
+
+
+def pg_timeouts(url: URL) -> tuple[URL, dict[str, float]]:
+    """The URL without its timeout parameters, and asyncpg's connect and command timeouts: the URL's, else ours.
+    (SQLAlchemy hands URL parameters to asyncpg as text, which asyncpg cannot use as a number of seconds.)"""
+    found: dict[str, float] = {}
+    for key, default in PG_TIMEOUTS.items():
+        text = url.query.get(key)
+        if text is None:
+            found[key] = default
+            continue
+        try:
+            found[key] = float(text) if isinstance(text, str) else float("nan")
+        except ValueError:
+            found[key] = float("nan")
+        if not found[key] > 0:
+            raise UsageError(
+                f"the chat history URL {shown(url)} has {key}={text}, which is not a number of seconds above 0; "
+                f"write e.g. {key}={default:g}, or leave it out for {default:g} s"
+            )
+    return url.difference_update_query(PG_TIMEOUTS), found
 
 
 def schema_state(conn: Connection) -> tuple[int, list[str]]:
@@ -189,11 +248,29 @@ def migrate(conn: Connection, where: str, now) -> int:
             f"the chat history database {where} already has tables ({', '.join(present)}) that ernie-ops did not make; "
             "point chat.history at an empty database"
         )
-    if version == 0:
-        schema.METADATA.create_all(conn, tables=[schema.schema_version])
-    for m in schema.MIGRATIONS:
-        if m.version > version:
-            m.apply(conn)
-            conn.execute(sa.insert(schema.schema_version).values(version=m.version, applied_at=now(), description=m.description))
-            log.info("chat history %s: schema migrated to version %d (%s)", where, m.version, m.description)
+    try:
+        if version == 0:
+            schema.METADATA.create_all(conn, tables=[schema.schema_version])
+        for m in schema.MIGRATIONS:
+            if m.version > version:
+                m.apply(conn)
+                conn.execute(sa.insert(schema.schema_version).values(version=m.version, applied_at=now(), description=m.description))
+                log.info("chat history %s: schema migrated to version %d (%s)", where, m.version, m.description)
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == PG_INSUFFICIENT_PRIVILEGE:
+            raise HistorySchemaError(_not_allowed_to_migrate(conn, where, exc)) from None
+        raise
     return version
+
+
+def _not_allowed_to_migrate(conn: Connection, where: str, exc: sa.exc.DBAPIError) -> str:
+    """PostgreSQL 15 and later let only the database's owner create tables in its `public` schema: an operator's
+    server where the chat's role was only granted CONNECT fails here."""
+    url = conn.engine.url
+    role, database = url.username or "the chat's role", url.database or "the database"
+    reason = str(exc.orig).strip().splitlines()[0]
+    return (
+        f"the chat history database {where} does not let {role} create its tables ({reason}); "
+        f"make {role} the database's owner (ALTER DATABASE {database} OWNER TO {role}) "
+        f"or grant it the schema (GRANT USAGE, CREATE ON SCHEMA public TO {role})"
+    )

@@ -9,7 +9,8 @@ comparing them as times.
 Versions: `schema_version` holds one row per migration applied. `MIGRATIONS` is ordered; migration n takes a
 database at version n-1 to n, inside the transaction that records it. A migration, once released, never
 changes: the next change to the tables is a new migration (v1 builds the tables as `METADATA` describes
-them today; when a v2 alters them, v1 keeps its own frozen copy of these definitions).
+them today; when a v2 alters them, v1 keeps its own frozen copy of these definitions). A unit test holds the
+schema each version builds (tests/unit/data/history_schema_v<N>.sqlite.sql) and fails on a change without one.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class UTCDateTime(sa.types.TypeDecorator):
 
 
 Json = sa.JSON(none_as_null=True)
-Id = sa.String(64)  # Chainlit's ids are UUIDs; room for other string ids
+Id = sa.String(255)  # Chainlit's ids are UUIDs; room for other string ids
 
 METADATA = sa.MetaData()
 

@@ -12,9 +12,11 @@ never a raw SQLAlchemy or driver error.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import functools
+import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +74,14 @@ class FeedbackRow:
     step: dict | None
     question: dict | None
     elements: list[dict] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # element id -> the text shown (text elements: a source's passage)
+
+
+TEXT_PREVIEW_CHARS = 2000
+
+
+def _text(content: bytes) -> str:
+    return content[: TEXT_PREVIEW_CHARS * 4].decode("utf-8", errors="replace")[:TEXT_PREVIEW_CHARS]
 
 
 def _guarded(doing: str):
@@ -84,7 +94,7 @@ def _guarded(doing: str):
                 return await method(self, *args, **kwargs)
             except HistoryError:
                 raise
-            except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            except (SQLAlchemyError, sqlite3.Error, OSError, TimeoutError) as exc:
                 raise HistoryUnavailable(f"the chat history database {self.where} could not {doing}: {_reason(exc)}") from exc
 
         return guarded
@@ -96,6 +106,12 @@ def _reason(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def _created(step: dict) -> str:
+    """The step's createdAt as the text it is ordered by ('' when missing: first)."""
+    value = step.get("createdAt")
+    return str(value)[:64] if value else ""
 
 
 def _like(text: str) -> str:
@@ -126,6 +142,7 @@ class ThreadStore:
 
     def __init__(self, engine: AsyncEngine, url: str, now: Callable[[], datetime] = utc_now):
         self.engine = engine
+        self.reader = engine.execution_options(**{database.READ_ONLY: True})  # same pool; reads wait for no writer
         self.where = database.shown(url)
         self.now = now
         self.warnings: list[str] = []  # sentences for the operator: a damaged file kept aside
@@ -134,7 +151,7 @@ class ThreadStore:
     async def open(cls, url: str, *, now: Callable[[], datetime] = utc_now) -> ThreadStore:
         """Connect, create the schema of an empty database or migrate an older one. HistorySchemaError: a newer
         schema or a database that is not ours; HistoryUnavailable: cannot connect."""
-        engine, kept = database.create_engine(url)
+        engine, kept = await asyncio.to_thread(database.create_engine, url)  # the SQLite file check reads it whole
         store = cls(engine, url, now)
         if kept:
             store.warnings.append(kept)
@@ -145,7 +162,7 @@ class ThreadStore:
             raise
         return store
 
-    @_guarded("create or migrate its schema")
+    @_guarded("be opened (connect, then create or migrate its schema)")
     async def _migrate(self) -> None:
         async with self.engine.begin() as conn:
             await conn.run_sync(database.migrate, self.where, self.now)
@@ -155,7 +172,7 @@ class ThreadStore:
 
     @_guarded("read its schema version")
     async def schema_version(self) -> int:
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.run_sync(database.schema_state))[0]
 
     # users
@@ -174,7 +191,7 @@ class ThreadStore:
     @_guarded("read a user")
     async def get_user(self, identifier: str) -> UserRow | None:
         u = schema.users
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             r = (await conn.execute(sa.select(u).where(u.c.identifier == identifier))).first()
         return UserRow(r.id, r.identifier, r.created_at, dict(r.metadata or {})) if r else None
 
@@ -214,14 +231,14 @@ class ThreadStore:
 
     @_guarded("read a thread")
     async def get_thread(self, thread_id: str) -> ThreadRow | None:
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             r = (await conn.execute(sa.select(schema.threads).where(schema.threads.c.id == thread_id))).first()
         return _thread_row(r) if r else None
 
     @_guarded("read a thread's owner")
     async def thread_user(self, thread_id: str) -> str | None:
         t = schema.threads
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(t.c.user_identifier).where(t.c.id == thread_id))).scalar()
 
     @_guarded("list threads")
@@ -238,7 +255,7 @@ class ThreadStore:
             when, last_id = _decode_cursor(cursor)
             q = q.where(sa.or_(t.c.updated_at < when, sa.and_(t.c.updated_at == when, t.c.id < last_id)))
         q = q.order_by(t.c.updated_at.desc(), t.c.id.desc()).limit(max(1, limit) + 1)
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             rows = [_thread_row(r) for r in (await conn.execute(q)).all()]
         page = rows[: max(1, limit)]
         return page, (_encode_cursor(page[-1]) if len(rows) > len(page) else None)
@@ -247,6 +264,12 @@ class ThreadStore:
     async def delete_thread(self, thread_id: str) -> None:
         async with self.engine.begin() as conn:
             await self._delete_threads(conn, [thread_id])
+
+    @_guarded("count a user's threads")
+    async def count_threads_of(self, user: str) -> int:
+        t = schema.threads
+        async with self.reader.connect() as conn:
+            return (await conn.execute(sa.select(sa.func.count()).where(t.c.user_identifier == user))).scalar_one()
 
     @_guarded("delete a user's threads")
     async def delete_threads_of(self, user: str) -> int:
@@ -267,28 +290,21 @@ class ThreadStore:
 
     @_guarded("save a message")
     async def upsert_step(self, step: dict) -> None:
-        """Insert the step or merge `step` into the stored one; a new step's thread is created if missing."""
+        """Insert the step or merge `step` into the stored one; a new step's thread is created if missing.
+        Two hosts or tasks saving the same step at once: one inserts, the other merges into it."""
         step_id = step.get("id")
         if not step_id:
             raise HistoryError("a step without an id cannot be saved")
         s = schema.steps
         async with self.engine.begin() as conn:
-            stored = (await conn.execute(sa.select(s.c.thread_id, s.c.data).where(s.c.id == step_id))).first()
-            if stored is None:
-                thread_id = step.get("threadId")
-                if not thread_id:
-                    raise HistoryError(f"step {step_id} has no threadId")
-                await self._touch(conn, thread_id)
-                await conn.execute(
-                    sa.insert(s).values(
-                        id=step_id, thread_id=thread_id, created_at=step.get("createdAt") or "", type=step.get("type"), data=dict(step)
-                    )
-                )
+            thread_id = await self._owner_of(conn, s, step_id, step, "step")
+            row = {"id": step_id, "thread_id": thread_id, "created_at": _created(step), "type": step.get("type"), "data": dict(step)}
+            if await self._insert_ignore(conn, s, row):
                 return
-            merged = {**(stored.data or {}), **step, "threadId": stored.thread_id}  # a step never moves thread
-            await self._touch(conn, stored.thread_id)
+            stored = (await conn.execute(sa.select(s.c.data).where(s.c.id == step_id).with_for_update())).scalar_one()
+            merged = {**(stored or {}), **step, "threadId": thread_id}  # a step never moves thread
             await conn.execute(
-                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=merged.get("createdAt") or "", type=merged.get("type"))
+                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=_created(merged), type=merged.get("type"))
             )
 
     @_guarded("delete a message")
@@ -298,16 +314,16 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 return
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(schema.feedback).where(schema.feedback.c.step_id == step_id))
             await conn.execute(sa.delete(s).where(s.c.id == step_id))
-            await self._touch(conn, thread_id)
 
     @_guarded("read a thread's messages")
     async def steps(self, thread_id: str) -> list[dict]:
         """The thread's steps by createdAt, then in the order they were first saved."""
         s = schema.steps
         q = sa.select(s.c.data).where(s.c.thread_id == thread_id).order_by(s.c.created_at, s.c.seq)
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return [dict(d) for d in (await conn.execute(q)).scalars()]
 
     # elements
@@ -315,43 +331,39 @@ class ThreadStore:
     @_guarded("save a file or element")
     async def upsert_element(self, element: dict, content: bytes | None) -> None:
         """Insert or merge the element; `content` None keeps the bytes already stored."""
-        element_id, thread_id = element.get("id"), element.get("threadId")
+        element_id = element.get("id")
         if not element_id:
             raise HistoryError("an element without an id cannot be saved")
         e = schema.elements
         async with self.engine.begin() as conn:
-            stored = (await conn.execute(sa.select(e.c.thread_id, e.c.data).where(e.c.id == element_id))).first()
-            if stored is None:
-                if not thread_id:
-                    raise HistoryError(f"element {element_id} has no threadId")
-                await self._touch(conn, thread_id)
-                row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
-                await conn.execute(sa.insert(e).values(**row))
+            thread_id = await self._owner_of(conn, e, element_id, element, "element")
+            row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
+            if await self._insert_ignore(conn, e, row):
                 return
-            merged = {**(stored.data or {}), **element, "threadId": stored.thread_id}
+            stored = (await conn.execute(sa.select(e.c.data).where(e.c.id == element_id).with_for_update())).scalar_one()
+            merged = {**(stored or {}), **element, "threadId": thread_id}
             values: dict[str, Any] = {"data": merged, "for_id": merged.get("forId")}
             if content is not None:
                 values["content"] = content
-            await self._touch(conn, stored.thread_id)
             await conn.execute(sa.update(e).where(e.c.id == element_id).values(**values))
 
     @_guarded("read an element")
     async def get_element(self, thread_id: str, element_id: str) -> dict | None:
         e = schema.elements
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             data = (await conn.execute(sa.select(e.c.data).where(e.c.id == element_id, e.c.thread_id == thread_id))).scalar()
         return dict(data) if data is not None else None
 
     @_guarded("read a file")
     async def element_content(self, thread_id: str, element_id: str) -> bytes | None:
         e = schema.elements
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(e.c.content).where(e.c.id == element_id, e.c.thread_id == thread_id))).scalar()
 
     @_guarded("read a thread's elements")
     async def elements(self, thread_id: str) -> list[dict]:
         e = schema.elements
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return [dict(d) for d in (await conn.execute(sa.select(e.c.data).where(e.c.thread_id == thread_id).order_by(e.c.id))).scalars()]
 
     @_guarded("delete an element")
@@ -364,8 +376,8 @@ class ThreadStore:
             owner = (await conn.execute(q)).scalar()
             if owner is None:
                 return
+            await self._touch(conn, owner)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(e).where(e.c.id == element_id))
-            await self._touch(conn, owner)
 
     # feedback
 
@@ -377,12 +389,12 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(s.c.thread_id).where(s.c.id == step_id))).scalar()
             if thread_id is None:
                 raise HistoryError(f"no message {step_id} in the chat history to attach feedback to")
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             fid = feedback_id or str(uuid.uuid4())
             now = self.now()
             values = {"thread_id": thread_id, "step_id": step_id, "value": int(value), "comment": comment, "updated_at": now}
             await self._insert_ignore(conn, f, {"id": fid, "created_at": now, **values})
             await conn.execute(sa.update(f).where(f.c.id == fid).values(**values))
-            await self._touch(conn, thread_id)
         return fid
 
     @_guarded("delete feedback")
@@ -392,8 +404,8 @@ class ThreadStore:
             thread_id = (await conn.execute(sa.select(f.c.thread_id).where(f.c.id == feedback_id))).scalar()
             if thread_id is None:
                 return False
+            await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             await conn.execute(sa.delete(f).where(f.c.id == feedback_id))
-            await self._touch(conn, thread_id)
             return True
 
     @_guarded("read feedback")
@@ -407,7 +419,7 @@ class ThreadStore:
             .order_by(f.c.updated_at, f.c.id)
         )
         out: list[FeedbackRow] = []
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             rows = (await conn.execute(q)).all()
             threads: dict[str, list[dict]] = {}
             for r in rows:
@@ -415,8 +427,10 @@ class ThreadStore:
                     threads[r.thread_id] = await self._steps(conn, r.thread_id)
                 step, question = _answer_and_question(threads[r.thread_id], r.step_id)
                 e = schema.elements
-                q_shown = sa.select(e.c.data).where(e.c.for_id == r.step_id).order_by(e.c.id)
-                shown = [dict(d) for d in (await conn.execute(q_shown)).scalars()]
+                q_shown = sa.select(e.c.data, e.c.content).where(e.c.for_id == r.step_id).order_by(e.c.id)
+                shown_rows = (await conn.execute(q_shown)).all()
+                shown = [dict(x.data) for x in shown_rows]
+                texts = {x.data["id"]: _text(x.content) for x in shown_rows if x.data.get("type") == "text" and x.content is not None}
                 out.append(
                     FeedbackRow(
                         id=r.id,
@@ -431,6 +445,7 @@ class ThreadStore:
                         step=step,
                         question=question,
                         elements=shown,
+                        texts=texts,
                     )
                 )
         return out
@@ -447,20 +462,42 @@ class ThreadStore:
         t = schema.threads
         now = self.now()
         new = {"id": thread_id, "user_identifier": user, "name": None, "created_at": now, "updated_at": now, "metadata": {}, "tags": []}
-        await self._insert_ignore(conn, t, new)
         values: dict[str, Any] = {"updated_at": now}
         if user is not None:
             values["user_identifier"] = sa.func.coalesce(t.c.user_identifier, user)
-        await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))
+        # Twice at most: on PostgreSQL the UPDATE may wait for a transaction deleting the thread and then find no
+        # row; the thread is made again, as if this write came after the delete (what SQLite's order gives).
+        for _ in range(2):
+            if await self._insert_ignore(conn, t, new):
+                return
+            if (await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))).rowcount:
+                return
+        raise HistoryUnavailable(f"the chat history database {self.where} could not save into thread {thread_id}: deleted twice meanwhile")
 
-    async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> None:
+    async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> bool:
+        """INSERT unless a row with the same key exists (even one another transaction is inserting); True if inserted."""
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        await conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+        key = next(iter(table.primary_key.columns))
+        stmt = dialect.insert(table).values(**values).on_conflict_do_nothing().returning(key)
+        return (await conn.execute(stmt)).first() is not None
+
+    async def _owner_of(self, conn: AsyncConnection, table: sa.Table, item_id: str, item: dict, what: str) -> str:
+        """The thread of a stored step/element (it never moves), else the new one's threadId; the thread is
+        created if missing and touched, first, so every write locks the thread before the item."""
+        thread_id = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == item_id))).scalar()
+        if thread_id is None:
+            thread_id = item.get("threadId")
+            if not thread_id:
+                raise HistoryError(f"{what} {item_id} has no threadId")
+        await self._touch(conn, thread_id)
+        return thread_id
 
     async def _delete_threads(self, conn: AsyncConnection, ids: list[str]) -> int:
         deleted = 0
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
+            t = schema.threads  # the threads' rows first, in one order, as every write (`_owner_of`)
+            await conn.execute(sa.select(t.c.id).where(t.c.id.in_(chunk)).order_by(t.c.id).with_for_update())
             for table in (schema.feedback, schema.elements, schema.steps):
                 await conn.execute(sa.delete(table).where(table.c.thread_id.in_(chunk)))
             deleted += (await conn.execute(sa.delete(schema.threads).where(schema.threads.c.id.in_(chunk)))).rowcount

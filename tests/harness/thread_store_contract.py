@@ -8,6 +8,7 @@ tests/unit/test_thread_store.py against SQLite files and by the integration tier
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -76,6 +77,17 @@ async def check_same_step_twice_is_one_row_and_an_update_merges(store: ThreadSto
     assert stored["name"] == "ERNIE" and stored["threadId"] == "t1"
     await store.upsert_step({"id": "s1", "threadId": "elsewhere", "output": "third"})  # a step never moves thread
     assert await store.steps("elsewhere") == [] and (await store.steps("t1"))[0]["output"] == "third"
+
+
+async def check_the_same_new_step_saved_at_once_by_many_tasks_is_one_merged_row(store: ThreadStore, clock: Clock) -> None:
+    base = step("s1", "t1", iso(clock))
+    await asyncio.gather(*(store.upsert_step({**base, f"key{i}": i}) for i in range(8)))
+    await asyncio.gather(*(store.upsert_element({"id": "e1", "threadId": "t1", f"k{i}": i}, b"x") for i in range(8)))
+    [stored] = await store.steps("t1")
+    assert {k: stored[k] for k in stored if k.startswith("key")} == {f"key{i}": i for i in range(8)}
+    [element] = await store.elements("t1")
+    assert {k for k in element if k.startswith("k")} == {f"k{i}" for i in range(8)}
+    assert (await count(store, schema.steps), await count(store, schema.elements), await count(store, schema.threads)) == (1, 1, 1)
 
 
 async def check_a_step_saved_before_its_thread_creates_the_thread(store: ThreadStore, clock: Clock) -> None:
@@ -215,7 +227,9 @@ async def check_deleting_a_users_threads_leaves_everyone_elses(store: ThreadStor
     for i in range(3):
         await _thread_with_everything(store, clock, f"ann-{i}", "ann")
     await _thread_with_everything(store, clock, "bob-0", "bob")
+    assert (await store.count_threads_of("ann"), await store.count_threads_of("bob"), await store.count_threads_of("x")) == (3, 1, 0)
     assert await store.delete_threads_of("ann") == 3
+    assert await store.count_threads_of("ann") == 0
     assert await store.delete_threads_of("ann") == 0
     assert (await store.list_threads("ann"))[0] == [] and [t.id for t in (await store.list_threads("bob"))[0]] == ["bob-0"]
     assert await count(store, schema.feedback) == 1 and await count(store, schema.elements) == 1
@@ -247,8 +261,9 @@ async def check_feedback_comes_with_its_question_answer_and_sources(store: Threa
     await store.upsert_step(step("q2", "t1", iso(clock), "user_message", "发票怎么报销?"))
     await store.upsert_step(step("a2", "t1", iso(clock, 1), output="见第三节 [1]"))
     await store.upsert_step(step("tool", "t1", iso(clock, 2), "tool", "not a question"))
-    for name in ("[1]", "[2]"):
-        await store.upsert_element({"id": f"src{name}", "threadId": "t1", "forId": "a2", "name": name, "type": "text"}, None)
+    for n in (1, 2):
+        source = {"id": f"src{n}", "threadId": "t1", "forId": "a2", "name": f"【{n}】", "type": "text", "display": "side"}
+        await store.upsert_element(source, f"**报销制度.pdf p.{n}**\n\n第三节 发票……".encode())
     fid = await store.upsert_feedback(feedback_id=None, step_id="a2", value=1, comment=None)
     clock.advance(hours=1)
     assert await store.upsert_feedback(feedback_id=fid, step_id="a2", value=0, comment="wrong section") == fid  # changed: one row
@@ -256,7 +271,8 @@ async def check_feedback_comes_with_its_question_answer_and_sources(store: Threa
     [row] = await store.feedback_since(since)
     assert (row.id, row.user, row.thread_id, row.thread_name, row.value, row.comment) == (fid, "ann", "t1", "报销", 0, "wrong section")
     assert row.step["output"] == "见第三节 [1]" and row.question["output"] == "发票怎么报销?"
-    assert [e["name"] for e in row.elements] == ["[1]", "[2]"] and row.updated_at == clock()
+    assert [e["name"] for e in row.elements] == ["【1】", "【2】"] and row.updated_at == clock()
+    assert row.texts == {"src1": "**报销制度.pdf p.1**\n\n第三节 发票……", "src2": "**报销制度.pdf p.2**\n\n第三节 发票……"}
     assert [r.id for r in await store.feedback_since(since - timedelta(days=7))] == [old, fid]
     assert await store.delete_feedback(fid) and not await store.delete_feedback(fid)
     assert await store.feedback_since(since) == []
@@ -310,6 +326,7 @@ async def check_what_cannot_be_saved_is_refused_with_a_sentence(store: ThreadSto
 
 CHECKS: list[Check] = [
     check_same_step_twice_is_one_row_and_an_update_merges,
+    check_the_same_new_step_saved_at_once_by_many_tasks_is_one_merged_row,
     check_a_step_saved_before_its_thread_creates_the_thread,
     check_steps_come_by_created_at_then_insertion_order,
     check_thread_metadata_merges_tags_replace_and_the_owner_never_changes,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port, write_config
-from tests.harness import nginx, scim_server, serve_proc
+from tests.harness import nginx, postgres, scim_server, serve_proc
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,6 +36,24 @@ def scim() -> scim_server.ScimServer:
     yield srv
     srv.stop()
     shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+def postgres_server() -> postgres.Postgres:
+    """One real PostgreSQL (Debian's package, own cluster, ~0.6 s with initdb) for the integration tier; each
+    test takes a fresh database from it (`postgres_url`). A module using it marks itself with
+    `tiers.unavailable(postgres.why_unavailable())`, so a machine without PostgreSQL fails under CI at setup."""
+    pg = postgres.start()
+    yield pg
+    postgres.remove(pg)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: postgres.Postgres) -> str:
+    """A fresh empty database on the shared server: the password-authenticated TCP URL (postgresql+asyncpg)."""
+    if not postgres_server.running:  # a fault test that failed half-way: the next test gets a server again
+        postgres_server.start()
+    return postgres_server.create_database()
 
 
 @dataclass

@@ -5,11 +5,13 @@ fresh one started, a database that fails in use turned into HistoryUnavailable, 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.files import sqlite_file
@@ -199,5 +201,153 @@ def test_two_stores_writing_one_file_at_once_both_succeed(tmp_path):
         finally:
             await a.close()
             await b.close()
+
+    run(go())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root creates files owned by someone else")
+def test_files_root_creates_for_the_app_belong_to_the_state_dirs_owner(tmp_path):
+    state = tmp_path / "ernie-ops-chat"
+    state.mkdir()
+    os.chown(state, 4321, 4321)  # the chat app's user, whose state dir it is; the operator runs the CLI as root
+    path = state / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        await store.close()
+
+    run(go())
+    assert {p.name: (p.stat().st_uid, p.stat().st_gid) for p in state.iterdir() if not p.name.endswith(("-wal", "-shm"))} == {
+        "history.sqlite": (4321, 4321),
+        "history.sqlite.lock": (4321, 4321),
+    }
+
+
+def test_chinese_text_is_stored_as_itself_not_as_escapes(tmp_path):
+    path = tmp_path / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        await store.upsert_step(step("s1", "t1", "2000-01-01T00:00:00Z", output="发票怎么报销"))
+        assert (await store.steps("t1"))[0]["output"] == "发票怎么报销"
+        await store.close()
+
+    run(go())
+    [(data,)] = raw(path, "SELECT data FROM steps")
+    assert "发票怎么报销" in data and "\\u" not in data
+
+
+def test_a_full_database_refuses_a_write_in_one_sentence_and_writes_resume_without_duplicates(tmp_path):
+    path = tmp_path / "history.sqlite"
+    limit = {"pages": 0}  # 0: no limit; SQLite's own max_page_count makes the file "full" for real
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        try:
+
+            @event.listens_for(store.engine.sync_engine, "connect")
+            def _cap(dbapi_conn, _record):
+                if limit["pages"]:
+                    cur = dbapi_conn.cursor()
+                    cur.execute(f"PRAGMA max_page_count = {limit['pages']}")
+                    cur.close()
+
+            await store.upsert_step(step("s1", "t1", "2000-01-01T00:00:00Z", output="before"))
+            limit["pages"] = raw(path, "PRAGMA page_count")[0][0] + 2
+            await store.engine.dispose()  # new connections, capped
+            with pytest.raises(HistoryUnavailable) as caught:
+                await store.upsert_element({"id": "e1", "threadId": "t1", "name": "big.pdf"}, b"\0" * 200_000)
+            assert str(caught.value) == f"the chat history database {path} could not save a file or element: database or disk is full"
+            limit["pages"] = 0
+            await store.engine.dispose()
+            await store.upsert_element({"id": "e1", "threadId": "t1", "name": "big.pdf"}, b"\0" * 200_000)
+            await store.upsert_element({"id": "e1", "threadId": "t1", "name": "big.pdf"}, b"\0" * 200_000)
+            assert [e["id"] for e in await store.elements("t1")] == ["e1"] and len(await store.steps("t1")) == 1
+        finally:
+            await store.close()
+
+    run(go())
+
+
+def test_damage_found_in_use_is_history_unavailable_and_the_next_open_keeps_the_file_aside(tmp_path):
+    path = tmp_path / "history.sqlite"
+    run(_fill(path, threads=20))
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        try:
+            data = bytearray(path.read_bytes())
+            for off in range(4096 * 2, len(data), 4096):  # every page from page 3, while the store has it open
+                data[off : off + 4096] = b"\xa5" * 4096
+            path.write_bytes(bytes(data))
+            await store.engine.dispose()  # no page cached
+            with pytest.raises(HistoryUnavailable, match=r"could not read a thread's messages: .*malformed"):
+                for i in range(20):
+                    await store.steps(f"t{i}")
+        finally:
+            await store.close()
+        again = await ThreadStore.open(url(path))
+        try:
+            assert len(again.warnings) == 1 and len(list(tmp_path.glob("history.sqlite.corrupt-*"))) == 1
+            assert (await again.list_threads("ann"))[0] == []
+        finally:
+            await again.close()
+
+    run(go())
+
+
+SNAPSHOT = Path(__file__).parent / "data" / f"history_schema_v{schema.CURRENT}.sqlite.sql"
+
+
+def _built_schema(tmp_path: Path) -> str:
+    path = tmp_path / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        await store.close()
+
+    run(go())
+    rows = raw(path, "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    return "".join("\n".join(line.rstrip() for line in sql.strip().splitlines()) + ";\n" for (sql,) in rows)
+
+
+def test_the_released_schema_never_changes_under_its_version_number(tmp_path):
+    """Every chat host's database at version N has exactly these tables: a change to schema.METADATA without
+    a new migration fails here (freeze the current tables inside their migration, add migration N+1 that
+    alters them, then write the new snapshot: `python -m tests.unit.test_thread_store_database`)."""
+    assert _built_schema(tmp_path) == SNAPSHOT.read_text(), f"the tables differ from {SNAPSHOT.name}: see this test's docstring"
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        SNAPSHOT.write_text(_built_schema(Path(tmp)))
+    print(f"wrote {SNAPSHOT}")
+
+
+def test_reads_do_not_wait_for_a_writer_and_writes_wait_their_turn(tmp_path):
+    path = tmp_path / "history.sqlite"
+
+    async def go():
+        store = await ThreadStore.open(url(path))
+        try:
+            await store.upsert_thread("t1", user="ann", name="before")
+            other = sqlite3.connect(path, isolation_level=None)  # another writer (an operator's command) mid-transaction
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("UPDATE threads SET name = 'uncommitted'")
+            started = asyncio.get_running_loop().time()
+            assert [t.name for t in (await store.list_threads("ann"))[0]] == ["before"]
+            assert await store.steps("t1") == [] and await store.thread_user("t1") == "ann"
+            assert asyncio.get_running_loop().time() - started < 2  # not the 10 s busy timeout
+            write = asyncio.create_task(store.upsert_thread("t1", name="after"))
+            await asyncio.sleep(0.3)
+            assert not write.done()  # waits for the other writer ...
+            other.execute("COMMIT")
+            other.close()
+            await write  # ... and goes through once it is done
+            assert (await store.get_thread("t1")).name == "after"
+        finally:
+            await store.close()
 
     run(go())
