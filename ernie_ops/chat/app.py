@@ -261,6 +261,7 @@ async def resume(thread: dict) -> None:
     marketing form's cards (their regenerate buttons need the session's form values)."""
     conv = _new_conversation((thread.get("metadata") or {}).get(PROFILE_KEY) or cl.user_session.get("chat_profile"))
     conv.restore(thread_dicts.conversation_messages(thread.get("steps") or []))
+    conv.sources_shown = thread_dicts.sources_shown(thread.get("elements") or [])
     log.info("resume user=%s thread=%s scenario=%s messages=%d", conv.user, thread.get("id"), conv.scenario.name.replace(" ", "_"),
              len(conv.history))  # fmt: skip
     if conv.docs is not None:

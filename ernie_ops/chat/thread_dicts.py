@@ -11,6 +11,7 @@ thread (`conversation_messages`) for the history budget, and the once-per-sessio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -119,6 +120,13 @@ def conversation_messages(steps: Iterable[Mapping[str, Any]]) -> list[dict[str, 
         elif kind == "assistant_message":
             out.append({"role": "assistant", "content": text})
     return out
+
+
+def sources_shown(elements: Iterable[Mapping[str, Any]]) -> int:
+    """The highest passage number (【n】) a thread has shown: a resumed Docs conversation numbers on from it
+    (Chainlit opens every element of a thread that bears the clicked name)."""
+    numbers = [int(m.group(1)) for e in elements if (m := re.fullmatch(r"【(\d+)】", str(e.get("name") or "")))]
+    return max(numbers, default=0)
 
 
 class SaveNotice:

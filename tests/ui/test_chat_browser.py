@@ -208,6 +208,33 @@ def test_another_user_does_not_see_or_open_alices_thread(chat, sb):
     assert owner == [[USER]], owner
 
 
+def test_docs_thread_resumed_answers_from_its_upload_and_opens_its_sources(chat, sb, tmp_path_factory):
+    """History on: a Docs thread's upload stays with it (the index keeps it under the user and the thread). After
+    a reload the thread resumes: an earlier reply's passage opens from the stored element (the app's element
+    route; the session's file is gone) and a new question is answered from the upload."""
+    _logged_in(chat)
+    chat.new_chat()
+    chat.choose_profile(DOCS_PROFILE)
+    md = tmp_path_factory.mktemp("resume") / "rollback.md"
+    md.write_bytes(doc_fixtures.markdown_zh())
+    chat.attach([md])
+    first = chat.reply(chat.send("回滚时恢复什么目录？"))
+    assert "rollback.md, 部署 > 升级 > 回滚" in first.text, first.text
+    thread = chat.thread_id()
+    chat.reload()
+    assert chat.thread_id() == thread
+    chat.shot("21a-docs-thread-resumed")
+    name = re.search(r"【\d+】", first.text).group(0)
+    title, text = chat.open_source(name)
+    chat.shot("21b-docs-resumed-source-in-side-panel")
+    assert title == name and "回滚时恢复备份目录" in text, (title, text)
+    again = chat.reply(chat.send("升级步骤是什么？先停止什么服务？"))
+    chat.shot("21c-docs-resumed-answer-from-upload")
+    assert "rollback.md" in again.text and NO_ANSWER not in again.text, again.text
+    before, after = (re.findall(r"【(\d+)】 rollback\.md", t) for t in (first.text, again.text))
+    assert before and after and min(map(int, after)) > max(map(int, before)), (before, after)  # numbered on, no second 【1】
+
+
 def test_support_scenario_collects_phone_and_address_first(chat, sb):
     chat.choose_profile("客服 Support")
     since = now(sb)

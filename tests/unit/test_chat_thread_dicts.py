@@ -160,3 +160,9 @@ def test_a_threads_elements_come_back_in_the_order_they_were_sent():
     ]
     got = thread_dicts.thread_dict(row(), [], stored)
     assert [e["id"] for e in got["elements"]] == ["b", "c", "a"]
+
+
+def test_a_resumed_docs_thread_numbers_its_passages_on_from_the_highest_shown():
+    shown = [{"name": "【1】"}, {"name": "【12】"}, {"name": "rollback.md"}, {"name": "【3】"}, {"name": "x【4】"}]
+    assert thread_dicts.sources_shown(shown) == 12
+    assert thread_dicts.sources_shown([{"name": "OnboardingItem"}]) == 0
