@@ -52,6 +52,9 @@ def _session() -> Any:
         return None
 
 
+ORDER_ATTR = "_ernie_order"  # on a Chainlit element object: when it was first sent (see create_element)
+
+
 def _persisted(row) -> PersistedUser:
     """Chainlit's user: its id is the login name (the store's own row id stays inside the store)."""
     return PersistedUser(id=row.identifier, identifier=row.identifier, createdAt=thread_dicts.iso(row.created_at), metadata=row.metadata)
@@ -177,9 +180,14 @@ class HistoryLayer(BaseDataLayer):
         return bool(await self._write("a feedback's removal", run))
 
     # -- elements -----------------------------------------------------------------------------------
-    @queue_until_user_message()
     async def create_element(self, element) -> None:
-        order = self._next_order()  # before any await: Chainlit starts these as tasks, in the order it sends
+        """Stamped with its order when Chainlit first sends it (on the element object, so an update of it keeps the
+        stamp), before the first-message queue: queued creates run later, possibly after an update of the same card."""
+        order = element.__dict__.setdefault(ORDER_ATTR, self._next_order())
+        await self._save_element(element, order)
+
+    @queue_until_user_message()
+    async def _save_element(self, element, order: int) -> None:
         try:
             content = await asyncio.to_thread(thread_dicts.element_bytes, element.content, element.path)
         except OSError as exc:
