@@ -2,8 +2,12 @@
 
 Login: Chainlit password auth against the users file (scrypt hashes), chosen over header auth from
 nginx because it needs nothing but the app and the file, and it works the same by hand. Chat
-profiles are the scenarios; a session's `Conversation` lives in `cl.user_session` (memory only: a
-restart or a new chat starts fresh, nothing of a chat is stored).
+profiles are the scenarios; a session's `Conversation` lives in `cl.user_session`.
+
+History (`chat.history.enabled`): Chainlit's data layer is `HistoryLayer` over the thread store, so the
+sidebar lists the user's threads, a thread opens and continues (`on_chat_resume` restores its profile and
+the Conversation's history), replies get thumbs with a comment, and uploads stay with their thread until
+it is deleted. Without history a chat lives in memory only and its uploads go when it ends.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import os
 
 import chainlit as cl
 from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
+from chainlit.types import UpdateFeedbackRequest  # at module level: FastAPI resolves the route's annotation here
+from fastapi.responses import JSONResponse
 
 from ernie_ops import config
-from ernie_ops.chat import history, upload_limits, users
+from ernie_ops.chat import history, thread_dicts, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
@@ -24,6 +30,8 @@ from ernie_ops.chat.onboarding_ui import build_onboarding
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.docs.embed import EmbeddingClient
 from ernie_ops.errors import ConfigError, ErnieOpsError
+from ernie_ops.threads.database import database_url
+from ernie_ops.threads.errors import HistoryUnavailable
 
 log = logging.getLogger("ernie_ops.chat")
 CFG = config.load()
@@ -38,8 +46,9 @@ DOCS = CHAT.docs
 EMBED = None
 if DOCS.embeddings.enabled:
     EMBED = EmbeddingClient.from_config(DOCS.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
+HISTORY = CHAT.history
 try:
-    if dropped := forget_all_uploads(DOCS):
+    if not HISTORY.enabled and (dropped := forget_all_uploads(DOCS)):  # with history, uploads stay with their thread
         log.info("docs: %d upload(s) of chats of the previous run removed", dropped)
 except ErnieOpsError as exc:  # the app still serves its other scenarios; Docs says what is wrong
     log.error("docs: the index %s cannot be used: %s", DOCS.index_file, exc)
@@ -49,6 +58,7 @@ for _s in SCENARIOS.values():
         TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt)
     elif _s.tool == "onboarding":
         TOOLS[_s.name] = build_onboarding(CHAT.onboarding, CLIENT, _s.system_prompt)
+PROFILE_KEY = "chat_profile"  # in the thread's metadata: the scenario a resumed thread continues in (Chainlit's own key)
 UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
 
 
@@ -77,15 +87,110 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
     ]
 
 
-@cl.on_chat_start
-async def start() -> None:
-    name = cl.user_session.get("chat_profile") or DEFAULT
+if HISTORY.enabled:
+    from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.threads.store import ThreadStore
+
+    HISTORY_URL = database_url(HISTORY)
+
+
+async def _open_history():
+    return await ThreadStore.open(HISTORY_URL)
+
+
+async def _migrate_at_start() -> None:
+    """Created or migrated before the app serves (Chainlit imports this module before its event loop runs):
+    a schema newer than this ernie-ops stops the app with its sentence; a database that cannot be reached
+    does not (the chat answers without history and the layer tries again at each call)."""
+    try:
+        store = await _open_history()
+    except HistoryUnavailable as exc:
+        log.error("history: the database cannot be reached at start; the chat runs without saving history until it can: %s", exc)
+        return
+    await store.close()
+
+
+if HISTORY.enabled:
+    asyncio.run(_migrate_at_start())
+
+
+def _serve_stored_elements() -> None:
+    """GET <root>/history/element/{thread}/{element}: a stored element's bytes (a resumed thread's sources and
+    uploads), to the thread's author only, by Chainlit's own check (chainlit.data.acl.is_thread_author: an
+    unknown thread is 404, another user's 401). Put before Chainlit's catch-all route, which serves the page.
+    Also PUT /feedback, checked (see checked_feedback), before Chainlit's unchecked one."""
+    from chainlit.auth import get_current_user
+    from chainlit.data import get_data_layer
+    from chainlit.data.acl import is_thread_author
+    from chainlit.server import app as server
+    from fastapi import Depends, HTTPException, Response
+
+    async def stored_element(thread_id: str, element_id: str, current_user=Depends(get_current_user)) -> Response:  # noqa: B008
+        if not current_user:
+            raise HTTPException(status_code=401, detail="Unauthorized")
+        await is_thread_author(current_user.identifier, thread_id)
+        layer = get_data_layer()
+        element = await layer.get_element(thread_id, element_id)
+        content = await layer.element_content(thread_id, element_id) if element else None
+        if content is None:
+            raise HTTPException(status_code=404, detail="Element not found")
+        mime, disposition = thread_dicts.served_as(element.get("mime"))
+        headers = {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff", "Content-Disposition": disposition}
+        return Response(content, media_type=mime, headers=headers)
+
+    server.add_api_route(f"{CHAT.root_path}{thread_dicts.ELEMENT_ROUTE}/{{thread_id}}/{{element_id}}", stored_element, methods=["GET"])
+    server.router.routes.insert(0, server.router.routes.pop())
+
+    async def checked_feedback(update: UpdateFeedbackRequest, current_user=Depends(get_current_user)) -> JSONResponse:  # noqa: B008
+        """Chainlit's PUT /feedback stores a rating for any message id it is given; this one first checks that
+        the message is in a thread of the logged-in user (401 otherwise), then stores it the same way."""
+        feedback = update.feedback
+        layer = get_data_layer()
+        if (
+            not current_user
+            or not feedback.threadId
+            or await layer.step_author(feedback.threadId, feedback.forId) != current_user.identifier
+        ):
+            raise HTTPException(status_code=401, detail="Unauthorized")
+        return JSONResponse(content={"success": True, "feedbackId": await layer.upsert_feedback(feedback)})
+
+    server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback, methods=["PUT"])
+    server.router.routes.insert(0, server.router.routes.pop())
+
+
+async def _forget_thread_uploads(user: str, thread_id: str) -> None:
+    """A deleted thread's uploads leave the document index too."""
+    try:
+        dropped = await DocsSession(DOCS, user, thread_id).forget()
+        if dropped:
+            log.info("docs: thread of %s deleted: %d uploaded document(s) removed", user, dropped)
+    except ErnieOpsError as exc:
+        log.warning("docs: could not remove the uploads of a deleted thread: %s", exc)
+
+
+if HISTORY.enabled:
+
+    @cl.data_layer
+    def data_layer() -> HistoryLayer:
+        return HistoryLayer(_open_history, CHAT.root_path, on_deleted=_forget_thread_uploads)
+
+    _serve_stored_elements()
+
+
+def _new_conversation(name: str | None) -> Conversation:
     user = cl.user_session.get("user")
-    scenario = SCENARIOS.get(name, SCENARIOS[DEFAULT])
+    scenario = SCENARIOS.get(name or DEFAULT, SCENARIOS[DEFAULT])
     who = user.identifier if user else "-"
     docs = DocsSession(DOCS, who, cl.context.session.thread_id, embed=EMBED) if scenario.retrieval else None
     conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=who, docs=docs)
     cl.user_session.set("conversation", conv)
+    return conv
+
+
+@cl.on_chat_start
+async def start() -> None:
+    conv = _new_conversation(cl.user_session.get("chat_profile"))
+    scenario, docs, who = conv.scenario, conv.docs, conv.user
     if docs is not None:
         await _offer_collections(docs)
     if scenario.tool == "copy":
@@ -148,10 +253,40 @@ async def settings(values: dict) -> None:
         conv.docs.pick([str(v) for v in values["collections"]])  # narrowed to what the user may read at each search
 
 
+@cl.on_chat_resume
+async def resume(thread: dict) -> None:
+    """A thread opened from the sidebar: its scenario (Chainlit has set the session's profile from the thread's
+    metadata) and the model's view of its messages; a Docs thread searches its own uploads again (they are
+    kept, keyed by user and thread); an onboarding thread's item cards confirm again. Not restored yet: the
+    marketing form's cards (their regenerate buttons need the session's form values)."""
+    conv = _new_conversation((thread.get("metadata") or {}).get(PROFILE_KEY) or cl.user_session.get("chat_profile"))
+    conv.restore(thread_dicts.conversation_messages(thread.get("steps") or []))
+    conv.sources_shown = thread_dicts.sources_shown(thread.get("elements") or [])
+    log.info("resume user=%s thread=%s scenario=%s messages=%d", conv.user, thread.get("id"), conv.scenario.name.replace(" ", "_"),
+             len(conv.history))  # fmt: skip
+    if conv.docs is not None:
+        await _offer_collections(conv.docs)
+    tool = TOOLS.get(conv.scenario.name)
+    if tool is not None and hasattr(tool, "resume"):
+        tool.resume(thread.get("elements") or [])
+
+
+async def _remember_profile(conv: Conversation) -> None:
+    """The thread's scenario in its metadata at its first message (Chainlit writes it only when the socket
+    closes, which an app restart may never do)."""
+    if not HISTORY.enabled or cl.user_session.get("profile_saved"):
+        return
+    cl.user_session.set("profile_saved", True)
+    from chainlit.data import get_data_layer
+
+    if (layer := get_data_layer()) is not None:
+        await layer.update_thread(cl.context.session.thread_id, user_id=conv.user, metadata={PROFILE_KEY: conv.scenario.name})
+
+
 @cl.on_chat_end
 async def ended() -> None:
     conv: Conversation | None = cl.user_session.get("conversation")
-    if conv is not None and conv.docs is not None:
+    if conv is not None and conv.docs is not None and not HISTORY.enabled:  # with history, uploads stay with their thread
         try:
             dropped = await conv.docs.forget()
             if dropped:
@@ -197,6 +332,7 @@ async def on_message(message: cl.Message) -> None:
     if conv is None:  # a message before on_chat_start finished (reconnects): start now
         await start()
         conv = cl.user_session.get("conversation")
+    await _remember_profile(conv)
     files = [e for e in message.elements or [] if isinstance(e, cl.File) or getattr(e, "path", None)]
     if conv.scenario.tool == "copy":
         if files:

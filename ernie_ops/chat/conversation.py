@@ -94,6 +94,13 @@ class Conversation:
         self.flow = Flow(scenario)
         self.history: list[history.Message] = []
 
+    def restore(self, messages: list[history.Message]) -> None:
+        """A resumed thread's earlier messages (user and assistant, oldest first) become this conversation's
+        history: the next prompt carries them and the history budget counts them like its own turns.
+        Only user/assistant messages with text are taken; the flow starts fresh (no half-collected fields)."""
+        kept = [m for m in messages if m.get("role") in ("user", "assistant") and m.get("content")]
+        self.history = [{"role": m["role"], "content": m["content"]} for m in kept]
+
     async def on_user_message(self, text: str, sink: Sink, *, system: str | None = None) -> Outcome:
         """`system`: this turn's system prompt instead of the scenario's (a tool that knows more about the
         user, e.g. the onboarding helper's facts and plan, rebuilt at each turn)."""

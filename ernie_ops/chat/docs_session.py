@@ -141,7 +141,7 @@ class DocsSession:
             return ingest.Outcome(f.name, "failed", reason="unreadable", error=f"{f.name}: cannot be read: {exc.strerror or exc}")
 
     async def forget(self) -> int:
-        """Drop this conversation's uploads (the chat ended: its memory is gone, so are its files)."""
+        """Drop this conversation's uploads (history off: the chat ended; history on: its thread was deleted)."""
 
         def run() -> int:
             with shared_index(self.cfg) as index:
@@ -163,7 +163,7 @@ class DocsSession:
 
 
 def forget_all_uploads(cfg: DocsConfig) -> int:
-    """At the app's start: every chat of the previous process is gone (sessions live in memory), so are
+    """At the app's start with history off: every chat of the previous process is gone (sessions live in memory), so are
     the files uploaded into them."""
     with open_index(cfg) as index:
         private = [d for d in index.documents() if d.owner is not None]

@@ -88,6 +88,20 @@ class OnboardingTool:
         )
         await send_in_order(content, list(elements.values()))
 
+    def resume(self, stored: list[dict]) -> int:
+        """A resumed thread's item cards (its stored elements, their props as last updated) become this
+        session's again, so their 确认 buttons work; nothing is pushed or sent anew. Returns the cards found."""
+        elements = {}
+        for e in stored:
+            props = e.get("props") or {}
+            if e.get("name") == "OnboardingItem" and props.get("item_id"):
+                elements[str(props["item_id"])] = cl.CustomElement(
+                    id=e["id"], name="OnboardingItem", props=props, display=e.get("display") or "inline",
+                    for_id=e.get("forId"), thread_id=e.get("threadId"),
+                )  # fmt: skip
+        cl.user_session.set(ITEMS, elements)
+        return len(elements)
+
     async def confirm(self, login: str, payload: dict) -> None:
         elements: dict = cl.user_session.get(ITEMS) or {}
         item_id = str(payload.get("item_id") or "")

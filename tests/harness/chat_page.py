@@ -137,10 +137,57 @@ class ChatPage:
             self.page.wait_for_timeout(50)
         raise AssertionError(f"the chat session did not start within {timeout}s; frames: {self._frames[-5:]}")
 
+    def wait_resumed(self, timeout: float = 60) -> None:
+        """Until this page's socket has resumed a thread: Chainlit ran on_chat_resume and sent the thread's
+        messages (its `resume_thread` frame; a resume runs no on_chat_start)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(f.startswith('42["resume_thread"') for f in list(self._frames)):
+                self.page.wait_for_selector("#chat-input", timeout=10_000)
+                return
+            self.page.wait_for_timeout(50)
+        raise AssertionError(f"the thread was not resumed within {timeout}s; frames: {self._frames[-5:]}")
+
     def reload(self) -> None:
+        """Reload the page: a chat that has begun is at /thread/<id> and resumes (history on); else a new chat starts."""
         self._frames.clear()
+        resumes = "/thread/" in self.page.url
         self.page.reload()
+        self.wait_resumed() if resumes else self.wait_ready()
+
+    def new_chat(self) -> None:
+        """A new chat at the app's root (what the sidebar's new-chat button leads to)."""
+        self._frames.clear()
+        self.page.goto(self.base_url + "/")
         self.wait_ready()
+
+    def thread_id(self, timeout: float = 30) -> str:
+        """The current thread's id, from the address Chainlit moves to after the chat's first message."""
+        self.page.wait_for_url("**/thread/*", timeout=timeout * 1000)
+        return self.page.url.rstrip("/").rsplit("/", 1)[-1]
+
+    def thread_list(self, timeout: float = 30) -> str:
+        """The sidebar's thread list as text (group headings such as 今天 / Today, then thread names)."""
+        if not self.page.locator("#thread-history").is_visible():
+            self.page.click("#sidebar-trigger-button")
+        self.page.wait_for_selector("#thread-history", timeout=timeout * 1000)
+        self.page.wait_for_timeout(500)  # the list is fetched after the sidebar shows
+        return self.page.locator("#thread-history").inner_text()
+
+    def open_thread(self, thread_id: str) -> None:
+        """Click the thread in the sidebar: the page resumes it over a new socket."""
+        self.thread_list()
+        self._frames.clear()
+        self.page.locator(f"#thread-{thread_id}").first.click()
+        self.wait_resumed()
+
+    def rate_last_reply(self, value: int, comment: str) -> None:
+        """Thumbs up (1) or down (0) on the last reply, with a comment in Chainlit's feedback dialog."""
+        kind = "positive" if value else "negative"
+        self.page.locator(f".{kind}-feedback-off").last.click()
+        self.page.get_by_role("dialog").locator("textarea").fill(comment)
+        self.page.click("#submit-feedback")
+        self.page.wait_for_selector(f".{kind}-feedback-on", timeout=15_000)
 
     def assistant_texts(self) -> list[str]:
         return [t.strip() for t in self.page.locator(ASSISTANT).all_inner_texts()]

@@ -4,16 +4,19 @@ file, stops cleanly on SIGTERM; and its start-up failures are one sentence, not 
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import signal
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
+from ernie_ops.threads.store import ThreadStore
 from tests.conftest import free_port
 from tests.harness import chat_venv
 
@@ -25,17 +28,40 @@ def venv() -> Path:
     return chat_venv.cached()
 
 
-def setup_dev(tmp_path: Path, venv: Path, port: int) -> tuple[Path, dict]:
+def setup_dev(tmp_path: Path, venv: Path, port: int, users: tuple[str, ...] = ("dev",)) -> tuple[Path, dict]:
     cfg = tmp_path / "ernie.yaml"
     cfg.write_text(
         f"chat:\n  port: {port}\n  users_file: {tmp_path / 'users.yaml'}\n  docs:\n    index_file: {tmp_path / 'docs' / 'index.sqlite'}\n"
         f"  onboarding:\n    push_log: {tmp_path / 'onboarding' / 'pushlog.sqlite'}\n"
+        f"  history:\n    sqlite_file: {tmp_path / 'history.sqlite'}\n"
         f"gateway:\n  url: http://127.0.0.1:{free_port()}\n"
     )
     env = chat_venv.run_env(venv) | {"CHAINLIT_AUTH_SECRET": secrets.token_urlsafe(48)}
-    add = [str(chat_venv.python(venv)), "-m", "ernie_ops", "--config", str(cfg), "chat-user", "add", "dev"]
-    subprocess.run(add, input=PASSWORD + "\n", text=True, env=env, check=True, capture_output=True)
+    for name in users:
+        add = [str(chat_venv.python(venv)), "-m", "ernie_ops", "--config", str(cfg), "chat-user", "add", name]
+        subprocess.run(add, input=PASSWORD + "\n", text=True, env=env, check=True, capture_output=True)
     return cfg, env
+
+
+def wait_serving(proc: subprocess.Popen, url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(url + "/", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read()
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
 
 
 def chat_argv(venv: Path, cfg: Path, state: Path) -> list[str]:
@@ -88,3 +114,97 @@ def test_chainlit_failing_at_start_is_one_sentence(tmp_path, venv):
     r = subprocess.run(chat_argv(venv, cfg, tmp_path / "state"), env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "Chainlit failed to start: AssertionError" in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr + r.stdout
+
+
+async def _seed_thread(sqlite: Path, user: str) -> tuple[str, str, str]:
+    """A thread of `user` as the app saves one (a question, a reply, a source passage with its bytes)."""
+    store = await ThreadStore.open(f"sqlite+aiosqlite:///{sqlite}")
+    try:
+        thread, step, element = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+        await store.upsert_user(user, {})
+        await store.upsert_thread(thread, user=user, name="回滚时恢复什么目录？", metadata={"chat_profile": "文档问答 Docs"})
+        await store.upsert_step({"id": str(uuid.uuid4()), "threadId": thread, "type": "user_message", "output": "回滚时恢复什么目录？",
+                                 "createdAt": "2000-01-01T00:00:00Z"})  # fmt: skip
+        await store.upsert_step({"id": step, "threadId": thread, "type": "assistant_message", "output": "恢复 /srv/app。【1】",
+                                 "createdAt": "2000-01-01T00:00:01Z"})  # fmt: skip
+        passage = {
+            "id": element,
+            "threadId": thread,
+            "forId": step,
+            "type": "text",
+            "name": "【1】",
+            "display": "side",
+            "mime": "text/plain",
+        }
+        await store.upsert_element(passage, "回滚：恢复 /srv/app 目录。".encode())
+        return thread, step, element
+    finally:
+        await store.close()
+
+
+def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, venv):
+    """Chainlit's routes over HistoryLayer: the author lists, opens, and fetches the stored passage of a thread;
+    another logged-in user gets 401 for the same thread id on every route (open, element, rename, delete)
+    and does not see it listed. The thread is saved by the store beforehand, as an earlier chat would have."""
+    port = free_port()
+    cfg, env = setup_dev(tmp_path, venv, port, users=("dev", "eve"))
+    proc = subprocess.Popen(chat_argv(venv, cfg, tmp_path / "state"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_serving(proc, url)  # the app created the history schema at start; the seed goes into that file
+        thread, step, element = asyncio.run(_seed_thread(tmp_path / "history.sqlite", "dev"))
+        dev, eve = (httpx.Client(base_url=url, timeout=30) for _ in range(2))
+        for client, name in ((dev, "dev"), (eve, "eve")):
+            assert client.post("/login", data={"username": name, "password": PASSWORD}).status_code == 200
+        listing = {"pagination": {"first": 20}, "filter": {}}
+        assert [t["id"] for t in dev.post("/project/threads", json=listing).json()["data"]] == [thread]
+        assert eve.post("/project/threads", json=listing).json()["data"] == []
+        opened = dev.get(f"/project/thread/{thread}")
+        assert opened.status_code == 200 and [s["type"] for s in opened.json()["steps"]] == ["user_message", "assistant_message"]
+        (passage,) = opened.json()["elements"]
+        assert passage["url"] == f"/history/element/{thread}/{element}"
+        got = dev.get(passage["url"])
+        assert got.status_code == 200 and got.text == "回滚：恢复 /srv/app 目录。" and got.headers["content-type"].startswith("text/plain")
+        assert eve.get(f"/project/thread/{thread}").status_code == 401
+        assert eve.get(passage["url"]).status_code == 401
+        assert eve.get(f"/project/thread/{thread}/element/{element}").status_code == 401
+        assert eve.put("/project/thread", json={"threadId": thread, "name": "mine now"}).status_code == 401
+        assert eve.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 401
+        rating = {"forId": step, "threadId": thread, "value": 0, "comment": "eve was here"}
+        assert eve.put("/feedback", json={"feedback": rating, "sessionId": "x"}).status_code == 401
+        assert eve.put("/feedback", json={"feedback": rating | {"threadId": str(uuid.uuid4())}, "sessionId": "x"}).status_code == 401
+        rated = dev.put("/feedback", json={"feedback": rating | {"comment": "答非所问"}, "sessionId": "x"})
+        assert rated.status_code == 200 and rated.json()["feedbackId"] == step
+        assert httpx.get(url + f"/history/element/{thread}/{element}", timeout=30).status_code == 401  # not logged in
+        assert dev.get(f"/project/thread/{uuid.uuid4()}").status_code == 404
+        still = dev.get(f"/project/thread/{thread}").json()
+        assert still["name"] == "回滚时恢复什么目录？" and len(still["steps"]) == 2  # eve's rename and delete changed nothing
+        assert still["steps"][1]["feedback"]["comment"] == "答非所问"  # dev's rating, not eve's
+        assert dev.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 200
+        assert dev.post("/project/threads", json=listing).json()["data"] == []
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+
+
+def test_history_database_unreachable_the_app_starts_logs_in_and_lists_nothing(tmp_path, venv):
+    """PostgreSQL named but nothing listens at its address (a real refusal by the driver): the app still starts
+    and logs people in; the sidebar is empty and the log says why, once per call, without a traceback."""
+    port = free_port()
+    cfg, env = setup_dev(tmp_path, venv, port)
+    cfg.write_text(cfg.read_text().replace("  history:\n", "  history:\n    backend: postgresql\n"))
+    env["ERNIE_OPS_CHAT_DATABASE_URL"] = f"postgresql://ernie:pw@127.0.0.1:{free_port()}/history"
+    proc = subprocess.Popen(chat_argv(venv, cfg, tmp_path / "state"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_serving(proc, url)
+        dev = httpx.Client(base_url=url, timeout=30)
+        assert dev.post("/login", data={"username": "dev", "password": PASSWORD}).status_code == 200
+        assert dev.get("/user").json()["identifier"] == "dev"
+        assert dev.post("/project/threads", json={"pagination": {"first": 20}, "filter": {}}).json()["data"] == []
+        assert dev.get(f"/project/thread/{uuid.uuid4()}").status_code == 503
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "the chat runs without saving history" in out and "Traceback" not in out, out[-3000:]

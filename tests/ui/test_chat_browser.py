@@ -119,13 +119,120 @@ def test_stop_button_ends_the_reply_and_the_generation(chat, sb):
     assert chat.reply(n1).text
 
 
-def test_reload_keeps_the_login_and_starts_a_fresh_chat(chat):
-    chat.reload()
+HISTORY_DB = "/var/lib/ernie-ops-chat/history.sqlite"  # chat.history.sqlite_file's default: the app's state dir
+HISTORY_Q = "历史测试：零停机切换的步骤是什么？"
+HISTORY: dict[str, str] = {}  # the thread the history tests share (its id, its first reply)
+
+
+def _logged_in(chat) -> None:
+    """Run alone (-k) the page is not logged in yet; in the module's order it is."""
+    if chat.page.locator("#chat-input").count() == 0:
+        chat.login(USER, PASSWORD)
+        chat.wait_ready()
+
+
+def _history_sql(sb, query: str) -> list:
+    code = f"import json, sqlite3; print(json.dumps(sqlite3.connect('file:{HISTORY_DB}?mode=ro', uri=True).execute({query!r}).fetchall()))"
+    return json.loads(sb.run([PY, "-c", code]).stdout)
+
+
+def test_reload_keeps_the_login_and_the_thread_is_listed_opened_and_continued(chat, sb):
+    """History on: a chat is a thread in the sidebar under today's date; a reload resumes it, and from a new
+    chat it opens from the sidebar with its messages, and a follow-up is answered with them as its history."""
+    _logged_in(chat)
+    chat.new_chat()
+    first = chat.reply(chat.send(HISTORY_Q))
+    assert first.text and DOWN not in first.text
+    thread = HISTORY["thread"] = chat.thread_id()
+    HISTORY["reply"] = first.text
+    chat.reload()  # at /thread/<id>: the thread resumes
     assert chat.page.locator("#email").count() == 0  # the login cookie survived
-    assert chat.assistant_texts() == []  # memory-only sessions: a reload is a new chat
-    n0 = chat.send("重新开始。")
-    assert chat.reply(n0).text
-    chat.shot("05-after-reload")
+    assert chat.assistant_texts() == [first.text], chat.assistant_texts()
+    chat.new_chat()
+    assert chat.assistant_texts() == []  # a new chat starts empty
+    listed = chat.thread_list()
+    chat.shot("20a-history-thread-list")
+    print(f"\nsidebar: {listed!r}")
+    assert HISTORY_Q in listed and ("今天" in listed or "Today" in listed), listed
+    since = now(sb)
+    chat.open_thread(thread)
+    chat.shot("20b-history-resumed-thread")
+    users = [t.strip() for t in chat.page.locator('[data-step-type="user_message"]').all_inner_texts()]
+    assert users == [HISTORY_Q] and chat.assistant_texts() == [first.text], (users, chat.assistant_texts())
+    follow = chat.reply(chat.send("请继续，简短一些。"))
+    chat.shot("20c-history-follow-up")
+    assert follow.text and DOWN not in follow.text and chat.thread_id() == thread
+    journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
+    assert f"resume user={USER} thread={thread}" in journal and "messages=2" in journal, journal[-2000:]
+    (line,) = replies(sb, since)
+    assert line["outcome"] == "done" and line["kept_turns"] == "1/1", line  # the restored turn went to the model
+
+
+def test_thumbs_down_with_a_comment_is_stored_with_the_thread(chat, sb):
+    _logged_in(chat)
+    if not HISTORY:  # run alone: a thread of its own
+        chat.new_chat()
+        chat.reply(chat.send(HISTORY_Q))
+        HISTORY["thread"] = chat.thread_id()
+    chat.rate_last_reply(0, "答非所问 / off topic")
+    chat.shot("20d-history-feedback")
+    deadline = time.monotonic() + 15
+    while not (rows := _history_sql(sb, "select thread_id, value, comment from feedback")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [HISTORY["thread"], 0, "答非所问 / off topic"] in rows, rows
+
+
+def test_another_user_does_not_see_or_open_alices_thread(chat, sb):
+    _logged_in(chat)
+    if not HISTORY:
+        chat.new_chat()
+        chat.reply(chat.send(HISTORY_Q))
+        HISTORY["thread"] = chat.thread_id()
+    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")  # own cookies
+    try:
+        bob = ChatPage(context.new_page(), "http://127.0.0.1", SHOTS)
+        bob.login(BOB, BOB_PASSWORD)
+        bob.wait_ready()
+        listed = bob.thread_list()
+        bob.shot("20e-history-bob-thread-list")
+        bob.page.goto(f"http://127.0.0.1/thread/{HISTORY['thread']}")  # alice's thread id, typed in
+        bob.page.wait_for_timeout(3000)
+        bob.shot("20f-history-bob-opens-alices-thread-id")
+        shown = bob.page.locator("body").inner_text()
+    finally:
+        context.close()
+    assert HISTORY_Q not in listed, listed
+    assert HISTORY_Q not in shown, shown[-1000:]
+    assert "Couldn't resume chat" in shown or "无法连接到服务器" in shown, shown[-1000:]  # the socket was refused
+    owner = _history_sql(sb, f"select user_identifier from threads where id = '{HISTORY['thread']}'")
+    assert owner == [[USER]], owner
+
+
+def test_docs_thread_resumed_answers_from_its_upload_and_opens_its_sources(chat, sb, tmp_path_factory):
+    """History on: a Docs thread's upload stays with it (the index keeps it under the user and the thread). After
+    a reload the thread resumes: an earlier reply's passage opens from the stored element (the app's element
+    route; the session's file is gone) and a new question is answered from the upload."""
+    _logged_in(chat)
+    chat.new_chat()
+    chat.choose_profile(DOCS_PROFILE)
+    md = tmp_path_factory.mktemp("resume") / "rollback.md"
+    md.write_bytes(doc_fixtures.markdown_zh())
+    chat.attach([md])
+    first = chat.reply(chat.send("回滚时恢复什么目录？"))
+    assert "rollback.md, 部署 > 升级 > 回滚" in first.text, first.text
+    thread = chat.thread_id()
+    chat.reload()
+    assert chat.thread_id() == thread
+    chat.shot("21a-docs-thread-resumed")
+    name = re.search(r"【\d+】", first.text).group(0)
+    title, text = chat.open_source(name)
+    chat.shot("21b-docs-resumed-source-in-side-panel")
+    assert title == name and "回滚时恢复备份目录" in text, (title, text)
+    again = chat.reply(chat.send("升级步骤是什么？先停止什么服务？"))
+    chat.shot("21c-docs-resumed-answer-from-upload")
+    assert "rollback.md" in again.text and NO_ANSWER not in again.text, again.text
+    before, after = (re.findall(r"【(\d+)】 rollback\.md", t) for t in (first.text, again.text))
+    assert before and after and min(map(int, after)) > max(map(int, before)), (before, after)  # numbered on, no second 【1】
 
 
 def test_support_scenario_collects_phone_and_address_first(chat, sb):
@@ -399,6 +506,12 @@ def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, s
     assert [i for i, _ in again] == [i for i, _ in cards], (cards, again)  # the same items, nothing new
     assert dict(again)[task] == "true" and sum(c == "true" for _, c in again) == 1, again
     assert _push_log_rows(sb) == [(USER, i, i == task) for i, _ in cards]
+    # history on: the reload resumed the thread, whose cards confirm again (their session was rebuilt)
+    other = next(i for i, c in again if c == "false" and i.startswith("task"))
+    chat.page.locator(f'.onboarding-item[data-item="{other}"] .onboarding-confirm').click()
+    chat.page.wait_for_selector(f'.onboarding-item[data-item="{other}"][data-confirmed="true"]', timeout=30_000)
+    chat.shot("17e-onboarding-confirmed-after-resume")
+    assert _push_log_rows(sb) == [(USER, i, i in (task, other)) for i, _ in cards]
 
 
 def test_onboarding_user_unknown_to_hr_gets_a_sentence_and_nothing_is_pushed(chat, sb):
