@@ -36,6 +36,7 @@ RULES = Path(__file__).resolve().parents[2] / "prometheus" / "ernie-ops.rules.ym
 PROMETHEUS = "http://127.0.0.1:9090"
 USER, PASSWORD = "alice", "pass-word-alice-1"
 DB_PASSWORD = secrets.token_urlsafe(24)
+CHAT = {"history": {"backend": "postgresql"}}  # the chat hosts keep their conversations in ans-edge's database
 CLI = "/opt/ernie-ops/venv/bin/ernie-ops"
 PY = "/opt/ernie-ops/venv/bin/python"
 
@@ -238,6 +239,9 @@ def test_a_login_on_one_chat_host_is_valid_on_the_other_and_both_reach_the_histo
         env = sb.run("cat /etc/ernie-ops/chat.env").stdout
         assert f"ERNIE_OPS_CHAT_DATABASE_URL={url}\n" in env
         assert sb.run(["psql", url, "-XAtc", "SELECT current_user"]).stdout.strip() == "ernie_chat"
+    # both apps opened it at start: the schema the first one created, at the version this ernie_ops knows
+    version = a.run(["psql", url, "-XAtc", "SELECT max(version) FROM schema_version"]).stdout.strip()
+    assert version == a.run([PY, "-c", "from ernie_ops.threads import schema; print(schema.CURRENT)"]).stdout.strip(), version
     wrong = a.run(["psql", url.replace(DB_PASSWORD, "not-the-password"), "-XAtc", "SELECT 1"], check=False)
     assert wrong.returncode != 0 and "password authentication failed" in wrong.stderr, wrong.stderr
     # only the chat hosts may log in over the network: the edge's own lan address is not one of them
@@ -374,7 +378,7 @@ WATCHED = {
 
 VLLM_CHANGED = {**provision.host_vars()["ernie_ops_vllm"], "max_model_len": 1536}
 # docs.max_file_mb 30: the chat upload limit the gateways render moves (101 -> 121 MB)
-CHAT_CHANGED = {"app_name": "ERNIE Support", "docs": {"max_file_mb": 30}}
+CHAT_CHANGED = {**CHAT, "app_name": "ERNIE Support", "docs": {"max_file_mb": 30}}
 ROUTED, SPARE = 8001, 8000  # after the upgrade below
 ROUTED_UNIT = f"ernie-vllm@{ROUTED}.service"
 
