@@ -199,10 +199,14 @@ async def start() -> None:
         await TOOLS[scenario.name].start(who)
 
 
-def _tool():
-    """The current chat's tool (None when its scenario has none, or the chat has not started)."""
+async def _tool():
+    """The current chat's tool (None when its scenario has none, or the chat has not started). An action can be a
+    thread's first interaction (the marketing form's 生成): the thread's scenario is remembered here too."""
     conv: Conversation | None = cl.user_session.get("conversation")
-    return TOOLS.get(conv.scenario.name) if conv is not None else None
+    if conv is None:
+        return None
+    await _remember_profile(conv)
+    return TOOLS.get(conv.scenario.name)
 
 
 def _login() -> str:
@@ -212,21 +216,21 @@ def _login() -> str:
 
 @cl.action_callback("copy_generate")
 async def copy_generate(action: cl.Action) -> None:
-    tool = _tool()
+    tool = await _tool()
     if tool is not None and hasattr(tool, "generate"):
         await tool.generate(action.payload or {})
 
 
 @cl.action_callback("copy_regenerate")
 async def copy_regenerate(action: cl.Action) -> None:
-    tool = _tool()
+    tool = await _tool()
     if tool is not None and hasattr(tool, "regenerate"):
         await tool.regenerate(action.payload or {})
 
 
 @cl.action_callback("onboarding_confirm")
 async def onboarding_confirm(action: cl.Action) -> None:
-    tool = _tool()
+    tool = await _tool()
     if tool is not None and hasattr(tool, "confirm"):
         await tool.confirm(_login(), action.payload or {})
 
@@ -257,8 +261,8 @@ async def settings(values: dict) -> None:
 async def resume(thread: dict) -> None:
     """A thread opened from the sidebar: its scenario (Chainlit has set the session's profile from the thread's
     metadata) and the model's view of its messages; a Docs thread searches its own uploads again (they are
-    kept, keyed by user and thread); an onboarding thread's item cards confirm again. Not restored yet: the
-    marketing form's cards (their regenerate buttons need the session's form values)."""
+    kept, keyed by user and thread); an onboarding thread's item cards confirm again; a marketing thread's form
+    generates again (its earlier cards are not regenerated: their request is not stored)."""
     conv = _new_conversation((thread.get("metadata") or {}).get(PROFILE_KEY) or cl.user_session.get("chat_profile"))
     conv.restore(thread_dicts.conversation_messages(thread.get("steps") or []))
     conv.sources_shown = thread_dicts.sources_shown(thread.get("elements") or [])

@@ -1,11 +1,11 @@
 """Chainlit's data layer over the project's thread store: thread list, resume, rename, delete, feedback.
 
 Why our own `BaseDataLayer` and not Chainlit's `SQLAlchemyDataLayer`: that one needs its tables created by
-hand from a README (no migrations), and its SQL has known problems on SQLite, e.g. list-valued columns
-written as Python reprs and `tags` stored as TEXT (Chainlit/chainlit#1216, "SQLAlchemyDataLayer: sqlite
-... tags"), JSON metadata read back as strings (#1297), and per-step feedback read with a join that breaks
-on threads without feedback. The store (`ernie_ops.threads`) owns a versioned schema, migrated at start,
-and keeps Chainlit's dicts whole as JSON, so a Chainlit upgrade that adds a key changes no table.
+hand (no migrations); its SQL is static text written for PostgreSQL (Chainlit/chainlit#2288; a MySQL user
+found it "not working", #2232); its JSON columns misbehaved on SQLite (fix proposed in #1817, closed
+unmerged); and it dropped its foreign keys because Chainlit may save a step before its thread (#836).
+The store (`ernie_ops.threads`) owns a versioned schema, migrated at start, and keeps Chainlit's dicts
+whole as JSON, so a Chainlit upgrade that adds a key changes no table.
 
 Ownership: Chainlit asks `get_thread_author` before it opens, renames, deletes or serves an element of a
 thread (chainlit/data/acl.py) and compares the thread's `userIdentifier` with the logged-in user before a

@@ -70,6 +70,19 @@ class CopyTool:
         cl.user_session.set(CARDS, {})
         await cl.Message(content=INTRO, elements=[form]).send()
 
+    def resume(self, stored: list[dict]) -> int:
+        """A resumed thread's form (its stored element, the last one) is this session's again: it generates and
+        shows its errors in place. Its earlier cards are shown but not regenerated (their request is not
+        stored): 重写 on one says STALE_CARD. Returns the forms found (0 or 1)."""
+        forms = [e for e in stored if e.get("name") == "CopyForm" and e.get("id")]
+        if forms:
+            e = forms[-1]
+            form = cl.CustomElement(id=e["id"], name="CopyForm", props=e.get("props") or form_props(self.cfg),
+                                    display=e.get("display") or "inline", for_id=e.get("forId"), thread_id=e.get("threadId"))  # fmt: skip
+            cl.user_session.set(FORM, form)
+        cl.user_session.set(CARDS, {})
+        return len(forms[-1:])
+
     async def _show_form(self, values: dict, errors: dict | None = None, failure: str | None = None) -> None:
         form: cl.CustomElement | None = cl.user_session.get(FORM)
         if form is not None:

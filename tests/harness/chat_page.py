@@ -139,12 +139,21 @@ class ChatPage:
 
     def wait_resumed(self, timeout: float = 60) -> None:
         """Until this page's socket has resumed a thread: Chainlit ran on_chat_resume and sent the thread's
-        messages (its `resume_thread` frame; a resume runs no on_chat_start)."""
+        messages (its `resume_thread` frame; a resume runs no on_chat_start).
+
+        Chainlit's page may connect twice on a reload (as on a profile switch, see `choose_profile`); the second
+        socket resumes the thread again and re-renders its elements (a form typed into meanwhile is reset). So:
+        resumed on the page's latest socket, and no new socket for `settle` seconds."""
+        settle = 1.5
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(f.startswith('42["resume_thread"') for f in list(self._frames)):
-                self.page.wait_for_selector("#chat-input", timeout=10_000)
-                return
+                sockets = self.sockets
+                self.page.wait_for_timeout(settle * 1000)
+                if self.sockets == sockets and any(f.startswith('42["resume_thread"') for f in list(self._frames)):
+                    self.page.wait_for_selector("#chat-input", timeout=10_000)
+                    return
+                continue
             self.page.wait_for_timeout(50)
         raise AssertionError(f"the thread was not resumed within {timeout}s; frames: {self._frames[-5:]}")
 

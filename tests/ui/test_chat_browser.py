@@ -463,6 +463,32 @@ def test_copy_batch_upload_shows_progress_and_downloads_the_posts(chat, sb, tmp_
     assert sorted({p.product for p in posts}) == sorted(["保温杯", "跑步鞋", "台灯"]) and len(posts) == 9
 
 
+def test_copy_thread_resumed_its_form_generates_again(chat, sb):
+    """History on: a marketing thread resumes with its form and cards; the form is the session's again (a missing
+    product is refused under the field, in place) and generates three new cards."""
+    _logged_in(chat)
+    chat.new_chat()
+    chat.choose_profile(COPY_PROFILE)
+    chat.page.locator("#copy-form").wait_for(timeout=30_000)
+    chat.page.fill("#copy-product", "保温杯 T2")
+    chat.page.fill("#copy-selling_points", "12 小时保温")
+    chat.page.click("#copy-generate")
+    chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 3", timeout=120_000)
+    thread = chat.thread_id()
+    chat.reload()
+    assert chat.thread_id() == thread
+    chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 3", timeout=30_000)
+    chat.shot("22a-copy-thread-resumed")
+    chat.page.fill("#copy-product", "")
+    chat.page.click("#copy-generate")
+    chat.page.wait_for_selector("#copy-error-product", timeout=30_000)
+    chat.page.fill("#copy-product", "保温杯 T3")
+    chat.page.fill("#copy-selling_points", "24 小时保温")
+    chat.page.click("#copy-generate")
+    chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 6", timeout=120_000)
+    chat.shot("22b-copy-resumed-generates-again")
+
+
 def _hr_export(sb) -> None:
     """The HR export the onboarding helper reads (chat.onboarding.hr: source file, the default path)."""
     start = sb.run(["date", "-d", "+7 days", "+%Y-%m-%d"]).stdout.strip()
