@@ -168,6 +168,14 @@ async def _forget_thread_uploads(user: str, thread_id: str) -> None:
         log.warning("docs: could not remove the uploads of a deleted thread: %s", exc)
 
 
+async def _forget_uploads_of(owner: str | None, thread_id: str) -> None:
+    """Retention deleted a thread: its uploads leave the document index too (an ownerless thread has none)."""
+    if owner is not None:
+        await _forget_thread_uploads(owner, thread_id)
+
+
+RETENTION: list[asyncio.Task] = []  # the running retention task (kept referenced; cancelled at shutdown)
+
 if HISTORY.enabled:
 
     @cl.data_layer
@@ -175,6 +183,21 @@ if HISTORY.enabled:
         return HistoryLayer(_open_history, CHAT.root_path, on_deleted=_forget_thread_uploads)
 
     _serve_stored_elements()
+
+if HISTORY.enabled and HISTORY.retention_days is not None:
+    from ernie_ops.threads.retention import keep_applying
+
+    @cl.on_app_startup
+    async def start_retention() -> None:
+        """chat.history.retention_days: applied at start, then daily, in the background (never delays the start)."""
+        from chainlit.data import get_data_layer
+
+        RETENTION.append(asyncio.create_task(keep_applying(get_data_layer().store, HISTORY.retention_days, _forget_uploads_of)))
+
+    @cl.on_app_shutdown
+    async def stop_retention() -> None:
+        for task in RETENTION:
+            task.cancel()
 
 
 def _new_conversation(name: str | None) -> Conversation:

@@ -281,10 +281,17 @@ class ThreadStore:
     @_guarded("delete old threads")
     async def delete_older_than(self, cutoff: datetime) -> int:
         """Threads whose last activity is before `cutoff`, with everything in them."""
+        return len(await self.delete_idle(cutoff))
+
+    @_guarded("delete old threads")
+    async def delete_idle(self, cutoff: datetime) -> list[tuple[str | None, str]]:
+        """Like `delete_older_than`, and says which: (owner, thread id) of each deleted thread, so the caller
+        can remove what lives outside this database (a thread's uploads in the document index)."""
         t = schema.threads
         async with self.engine.begin() as conn:
-            ids = list((await conn.execute(sa.select(t.c.id).where(t.c.updated_at < cutoff))).scalars())
-            return await self._delete_threads(conn, ids)
+            rows = (await conn.execute(sa.select(t.c.user_identifier, t.c.id).where(t.c.updated_at < cutoff).order_by(t.c.id))).all()
+            await self._delete_threads(conn, [thread_id for _, thread_id in rows])
+            return [(user, thread_id) for user, thread_id in rows]
 
     # steps
 

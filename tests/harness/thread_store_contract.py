@@ -243,8 +243,14 @@ async def check_old_threads_go_by_their_last_activity(store: ThreadStore, clock:
     await store.upsert_step(step("s-new", "revived", iso(clock)))
     await store.upsert_thread("recent", user="bob")
     clock.t = datetime.now(UTC)
-    assert await apply_retention(store, None, clock()) == 0
-    assert await apply_retention(store, 30, clock()) == 1
+    told: list[tuple[str | None, str]] = []
+
+    async def on_deleted(owner: str | None, thread_id: str) -> None:
+        told.append((owner, thread_id))
+
+    assert await apply_retention(store, None, clock(), on_deleted) == 0
+    assert await apply_retention(store, 30, clock(), on_deleted) == 1
+    assert told == [("ann", "idle")]  # the app removes that thread's uploads from the document index
     assert await store.get_thread("idle") is None and await count(store, schema.feedback) == 0
     assert {t.id for t in (await store.list_threads("ann"))[0]} == {"revived"}
     assert await store.delete_older_than(clock() - timedelta(days=5)) == 2

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -208,3 +209,45 @@ def test_history_database_unreachable_the_app_starts_logs_in_and_lists_nothing(t
         out = stop(proc)
     assert proc.returncode == 0, out[-3000:]
     assert "the chat runs without saving history" in out and "Traceback" not in out, out[-3000:]
+
+
+async def _seed_idle_and_fresh(path: Path) -> None:
+    """Two of dev's threads: one last touched 40 days ago (its store's clock set back), one today."""
+    url = f"sqlite+aiosqlite:///{path}"
+    past = await ThreadStore.open(url, now=lambda: datetime.now(UTC) - timedelta(days=40))
+    try:
+        await past.upsert_thread("idle-thread", user="dev", name="old question")
+    finally:
+        await past.close()
+    store = await ThreadStore.open(url)
+    try:
+        await store.upsert_thread("fresh-thread", user="dev", name="new question")
+    finally:
+        await store.close()
+
+
+def test_retention_days_deletes_idle_threads_when_the_app_starts(tmp_path, venv):
+    """chat.history.retention_days: 30: the app started on a history holding a thread idle for 40 days deletes it
+    in the background (its retention task's first pass), keeps today's, and says so in its log."""
+    port = free_port()
+    cfg, env = setup_dev(tmp_path, venv, port)
+    cfg.write_text(cfg.read_text().replace("  history:\n", "  history:\n    retention_days: 30\n"))
+    asyncio.run(_seed_idle_and_fresh(tmp_path / "history.sqlite"))
+    proc = subprocess.Popen(chat_argv(venv, cfg, tmp_path / "state"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_serving(proc, url)
+        dev = httpx.Client(base_url=url, timeout=30)
+        assert dev.post("/login", data={"username": "dev", "password": PASSWORD}).status_code == 200
+        listing = {"pagination": {"first": 20}, "filter": {}}
+        deadline, ids = time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            ids = [t["id"] for t in dev.post("/project/threads", json=listing).json()["data"]]
+            if ids == ["fresh-thread"]:
+                break
+            time.sleep(0.2)
+        assert ids == ["fresh-thread"], ids
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "deleted 1 thread(s) idle for more than 30 day(s)" in out and "Traceback" not in out, out[-3000:]

@@ -4,11 +4,12 @@ thread_store_contract.py, also run against PostgreSQL by the integration tier), 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ernie_ops.threads.retention import apply_retention
+from ernie_ops.threads.errors import HistoryUnavailable
+from ernie_ops.threads.retention import apply_retention, keep_applying
 from ernie_ops.threads.store import ThreadStore
 from tests.harness import thread_store_contract as contract
 
@@ -36,3 +37,40 @@ def test_retention_deletes_only_what_is_idle_for_longer_than_the_days_and_logs_i
             await store.close()
 
     asyncio.run(go())
+
+
+def test_the_apps_retention_task_deletes_at_once_and_goes_on_through_a_failing_pass(tmp_path):
+    """keep_applying, the chat app's background task: a pass at once (an idle thread goes, its owner and id
+    handed on for its uploads), a pass whose database cannot be opened is logged and the next one runs."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'h.sqlite'}"
+    old = datetime.now(UTC) - timedelta(days=40)
+
+    async def scenario():
+        past = await ThreadStore.open(url, now=lambda: old)
+        await past.upsert_thread("idle", user="ann")
+        await past.close()
+        store = await ThreadStore.open(url)
+        await store.upsert_thread("fresh", user="ann")
+        opens, told = [], []
+
+        async def flaky_store():
+            opens.append(1)
+            if len(opens) == 1:
+                raise HistoryUnavailable("the chat history database could not be opened: connection refused")
+            return store
+
+        async def on_deleted(owner, thread_id):
+            told.append((owner, thread_id))
+
+        task = asyncio.create_task(keep_applying(flaky_store, 30, on_deleted, interval=0.01))
+        for _ in range(500):
+            if told:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        ids = [t.id for t in (await store.list_threads("ann"))[0]]
+        await store.close()
+        return len(opens), told, ids
+
+    opened, told, ids = asyncio.run(scenario())
+    assert opened >= 2 and told == [("ann", "idle")] and ids == ["fresh"]
