@@ -64,3 +64,25 @@ def test_chat_env_takes_the_shared_secret_and_the_database_url_and_keeps_a_hand_
     kept = playbook(tmp_path, ["preflight", "env"], ernie_chat_auth_secret=SECRET, **renamed)
     assert kept.rc == 0 and kept.recap()["h"]["changed"] == 0, kept.changed_tasks()
     assert _env(tmp_path)[0] == {"CHAINLIT_AUTH_SECRET": SECRET, "CHAT_DB": URL}
+
+
+def test_the_chat_unit_may_reach_its_history_database_by_a_drop_in_and_a_host_name_is_refused(tmp_path):
+    """The unit allows localhost only (IPAddressDeny=any): a database URL with an address adds that address in
+    ernie-chainlit.service.d/network.conf (with ernie_chat_allow_addresses); no URL, no drop-in (an old one is
+    removed); a URL naming its server by host name without ernie_chat_allow_addresses is refused with a sentence."""
+    dropin = tmp_path / "ernie-chainlit.service.d"
+    common = {"ernie_chat_auth_secret": SECRET, "ernie_chat_dropin_dir": str(dropin)}
+    run = playbook(tmp_path, ["preflight", "network"], ernie_chat_database_url=URL, ernie_chat_allow_addresses=["10.0.9.0/24"], **common)
+    assert run.rc == 0 and run.recap()["h"]["changed"] == 2, run.output[-4000:]  # the directory, the file
+    lines = [line for line in (dropin / "network.conf").read_text().splitlines() if not line.startswith("#")]
+    assert lines == ["[Service]", "IPAddressAllow=10.0.0.5 10.0.9.0/24"]
+    again = playbook(tmp_path, ["preflight", "network"], ernie_chat_database_url=URL, ernie_chat_allow_addresses=["10.0.9.0/24"], **common)
+    assert again.rc == 0 and again.recap()["h"]["changed"] == 0, again.changed_tasks()
+    none = playbook(tmp_path, ["preflight", "network"], **common)
+    assert none.rc == 0 and not (dropin / "network.conf").exists(), none.output[-4000:]
+    named = playbook(tmp_path, ["preflight"], ernie_chat_database_url=URL.replace("10.0.0.5", "db.example.com"), **common)
+    assert role_tasks.failures(named) == {
+        "h": "ernie_chat_database_url names its server 'db.example.com' by host name, and the chat unit connects only to the "
+        "addresses it allows (IPAddressAllow): list the server's address in ernie_chat_allow_addresses, or give the URL with the address."
+    }, named.output[-4000:]
+    assert "PaSsWoRd" not in run.output + named.output
