@@ -68,6 +68,7 @@ def fleet(tiny_model_dir):
     f.vars.update(
         ernie_chat_auth_secret=secrets.token_urlsafe(48), ernie_postgres_password=DB_PASSWORD, ernie_chat_database_url=database_url
     )
+    f.vars.update(ernie_ops_chat=CHAT)
     # the monitoring role with the repository's rules, `for:` shortened to seconds (the same expressions);
     # ans-a is also the central Prometheus: it scrapes and probes ans-b through ans-b's gateway on the lan
     rules = f.workdir / "ernie-ops.rules.yml"
