@@ -35,6 +35,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ernie_ops.client.gateway import ChatError
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.marketing import channels
 from ernie_ops.marketing.batch_io import Product
@@ -409,7 +410,14 @@ class CopyWriter:
             self.stats.requests += 1
             if attempt > 1:
                 self.stats.regenerations += 1
-            raw = await self._request(messages, max_tokens, extra)
+            try:
+                raw = await self._request(messages, max_tokens, extra)
+            except ChatError as exc:
+                # A correction shows the previous answer back; a long garbled one (a weak model's) can take the
+                # prompt past the context (HTTP 400 too_long): this try is made fresh instead, without it.
+                if exc.kind != "too_long" or previous is None:
+                    raise
+                raw = await self._request(build_messages(self.system_prompt, req, index, rules, None, ""), max_tokens, extra)
             try:
                 text = parse_posts(raw, 1)[0].strip()
             except PostsFormatError as e:

@@ -255,6 +255,23 @@ def test_a_gateway_error_propagates_without_retry():
     assert info.value.kind == "down" and len(script.calls) == 1
 
 
+def test_a_correction_past_the_context_is_made_as_a_fresh_try():
+    """The second try shows the first answer back; the gateway refuses it as too long for the model's context
+    (HTTP 400, what vLLM said in a browser test with the random model's garbled answer): that try is sent again
+    without the previous answer, and the post comes back instead of the whole request failing."""
+    too_long = ChatError("too_long", "HTTP 400: This model's maximum context length is 2048 tokens")
+    script = Scripted(answer("全网最佳保温杯"), too_long, answer("好用的保温杯"))
+    w = writer(script, max_attempts=3)
+    post = run(w.post(REQ, 1))
+    assert post.text == "好用的保温杯" and post.ok and post.attempts == 2
+    refused, fresh = script.calls[1]["messages"], script.calls[2]["messages"]
+    assert [m["role"] for m in refused] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in fresh] == ["system", "user"] and fresh[1] == refused[1]
+    # the first try's own too_long is not a correction: it propagates as before
+    with pytest.raises(ChatError):
+        run(writer(Scripted(too_long)).post(REQ, 1))
+
+
 def test_posts_are_requested_concurrently_and_in_order():
     script = Scripted(default=by_angle)
     posts = run(writer(script).posts(REQ))
