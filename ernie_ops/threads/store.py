@@ -306,13 +306,7 @@ class ThreadStore:
         async with self.engine.begin() as conn:
             thread_id = await self._owner_of(conn, s, step_id, step, "step")
             row = {"id": step_id, "thread_id": thread_id, "created_at": _created(step), "type": step.get("type"), "data": dict(step)}
-            if await self._insert_ignore(conn, s, row):
-                return
-            stored = (await conn.execute(sa.select(s.c.data).where(s.c.id == step_id).with_for_update())).scalar_one()
-            merged = {**(stored or {}), **step, "threadId": thread_id}  # a step never moves thread
-            await conn.execute(
-                sa.update(s).where(s.c.id == step_id).values(data=merged, created_at=_created(merged), type=merged.get("type"))
-            )
+            await self._insert_or_merge(conn, s, row, step, lambda merged: {"created_at": _created(merged), "type": merged.get("type")})
 
     @_guarded("delete a message")
     async def delete_step(self, step_id: str) -> None:
@@ -345,14 +339,8 @@ class ThreadStore:
         async with self.engine.begin() as conn:
             thread_id = await self._owner_of(conn, e, element_id, element, "element")
             row = {"id": element_id, "thread_id": thread_id, "for_id": element.get("forId"), "data": dict(element), "content": content}
-            if await self._insert_ignore(conn, e, row):
-                return
-            stored = (await conn.execute(sa.select(e.c.data).where(e.c.id == element_id).with_for_update())).scalar_one()
-            merged = {**(stored or {}), **element, "threadId": thread_id}
-            values: dict[str, Any] = {"data": merged, "for_id": merged.get("forId")}
-            if content is not None:
-                values["content"] = content
-            await conn.execute(sa.update(e).where(e.c.id == element_id).values(**values))
+            kept = {} if content is None else {"content": content}  # None keeps the bytes already stored
+            await self._insert_or_merge(conn, e, row, element, lambda merged: {"for_id": merged.get("forId"), **kept})
 
     @_guarded("read an element")
     async def get_element(self, thread_id: str, element_id: str) -> dict | None:
@@ -480,6 +468,17 @@ class ThreadStore:
             if (await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))).rowcount:
                 return
         raise HistoryUnavailable(f"the chat history database {self.where} could not save into thread {thread_id}: deleted twice meanwhile")
+
+    async def _insert_or_merge(
+        self, conn: AsyncConnection, table: sa.Table, row: dict, item: dict, columns: Callable[[dict], dict[str, Any]]
+    ) -> None:
+        """Insert `row`; if another task or host inserted it first, merge `item` into the stored dict under a row
+        lock and update `columns(merged)` beside it. An item never moves thread."""
+        if await self._insert_ignore(conn, table, row):
+            return
+        stored = (await conn.execute(sa.select(table.c.data).where(table.c.id == row["id"]).with_for_update())).scalar_one()
+        merged = {**(stored or {}), **item, "threadId": row["thread_id"]}
+        await conn.execute(sa.update(table).where(table.c.id == row["id"]).values(data=merged, **columns(merged)))
 
     async def _insert_ignore(self, conn: AsyncConnection, table: sa.Table, values: dict) -> bool:
         """INSERT unless a row with the same key exists (even one another transaction is inserting); True if inserted."""
