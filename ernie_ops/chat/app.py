@@ -285,7 +285,8 @@ async def resume(thread: dict) -> None:
     """A thread opened from the sidebar: its scenario (Chainlit has set the session's profile from the thread's
     metadata) and the model's view of its messages; a Docs thread searches its own uploads again (they are
     kept, keyed by user and thread); an onboarding thread's item cards confirm again; a marketing thread's form
-    generates again (its earlier cards are not regenerated: their request is not stored)."""
+    generates again and its cards are rewritten again (those whose request they carry and the config still takes);
+    a scenario collecting fields (Support) has the fields it had collected (the flow replays the user's messages)."""
     conv = _new_conversation((thread.get("metadata") or {}).get(PROFILE_KEY) or cl.user_session.get("chat_profile"))
     conv.restore(thread_dicts.conversation_messages(thread.get("steps") or []))
     conv.sources_shown = thread_dicts.sources_shown(thread.get("elements") or [])
