@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from ernie_ops.chat.docs_session import DocsSession, shared_index
@@ -169,6 +169,8 @@ async def sweep_orphan_uploads(
     """Drop this host's uploads whose thread the history database no longer has; how many, or None when the
     database could not be asked (then nothing is dropped: an unreadable database is not an empty one)."""
     now = now or datetime.now(UTC)
+    if not Path(cfg.index_file).exists():  # no upload ever on this host: the sweep creates no index
+        return 0
 
     def candidates() -> list[Document]:
         with shared_index(cfg) as index:

@@ -209,6 +209,9 @@ def test_the_sweep_drops_the_uploads_of_threads_deleted_elsewhere_and_keeps_the_
     assert (fresh, swept, again) == (0, 2, 0)
     assert _private(one) == [("alice", "t2", "note.md")]
     assert "docs: 2 uploaded document(s) of 2 deleted thread(s) removed from this host's index" in caplog.text
+    never = host(tmp_path, "host3")  # a host nobody uploaded to: nothing swept, no index created
+    assert asyncio.run(sweep_orphan_uploads(never, asyncio.run(_existing(history_url(tmp_path))))) == 0
+    assert not Path(never.index_file).exists()
 
 
 def test_the_sweep_removes_nothing_when_the_database_cannot_be_read(tmp_path, caplog):
