@@ -18,7 +18,7 @@ import binascii
 import functools
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -240,6 +240,16 @@ class ThreadStore:
         t = schema.threads
         async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(t.c.user_identifier).where(t.c.id == thread_id))).scalar()
+
+    @_guarded("check which threads exist")
+    async def existing_threads(self, thread_ids: Iterable[str]) -> set[str]:
+        """Which of `thread_ids` are threads in this database (batched: a docs index's sweep asks for all its
+        conversations at once)."""
+        ids, t, found = sorted(set(thread_ids)), schema.threads, set()
+        async with self.reader.connect() as conn:
+            for start in range(0, len(ids), 500):
+                found.update((await conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids[start : start + 500])))).scalars())
+        return found
 
     @_guarded("list threads")
     async def list_threads(
