@@ -16,6 +16,7 @@ from sqlalchemy import event
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.files import sqlite_file
 from ernie_ops.threads import database, schema
+from ernie_ops.threads.breaker import Breaker
 from ernie_ops.threads.store import HistorySchemaError, HistoryUnavailable, ThreadStore
 from tests.harness.thread_store_contract import step
 
@@ -242,7 +243,8 @@ def test_a_full_database_refuses_a_write_in_one_sentence_and_writes_resume_witho
     limit = {"pages": 0}  # 0: no limit; SQLite's own max_page_count makes the file "full" for real
 
     async def go():
-        store = await ThreadStore.open(url(path))
+        # no open period: the write is tried again at once (the breaker's period: test_thread_breaker.py)
+        store = await ThreadStore.open(url(path), breaker=Breaker(open_seconds=0))
         try:
 
             @event.listens_for(store.engine.sync_engine, "connect")
