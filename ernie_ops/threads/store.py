@@ -7,7 +7,9 @@ stored, so a write repeated after the database comes back duplicates nothing. Ev
 thread's `updated_at` (its last activity: the thread list's order and retention's clock).
 
 A database that cannot be reached or refuses a statement raises `HistoryUnavailable` (one sentence),
-never a raw SQLAlchemy or driver error.
+never a raw SQLAlchemy or driver error. After such a failure the store's breaker (breaker.py) makes every call
+fail at once for `breaker.OPEN_SECONDS`, then lets one call try the database: a server that hangs costs one
+call its timeout, not every call.
 """
 
 from __future__ import annotations
