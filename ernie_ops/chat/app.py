@@ -93,13 +93,15 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
 
 if HISTORY.enabled:
     from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.threads.breaker import Breaker
     from ernie_ops.threads.store import ThreadStore
 
     HISTORY_URL = database_url(HISTORY)
+    HISTORY_BREAKER = Breaker()  # one per database: an open that failed is not tried again at each message
 
 
 async def _open_history():
-    return await ThreadStore.open(HISTORY_URL)
+    return await ThreadStore.open(HISTORY_URL, breaker=HISTORY_BREAKER)
 
 
 async def _migrate_at_start() -> None:

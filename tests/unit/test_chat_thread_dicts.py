@@ -13,6 +13,7 @@ from ernie_ops import config
 from ernie_ops.chat import history, thread_dicts
 from ernie_ops.chat.conversation import Conversation
 from ernie_ops.client.gateway import GatewayClient, Timeouts
+from tests.harness.recording_sink import Recorder
 
 
 class CharCounter:
@@ -20,26 +21,6 @@ class CharCounter:
 
     async def count(self, messages):
         return history.Count(sum(len(m["content"]) + 4 for m in messages), True, None)
-
-
-class Recorder:
-    def __init__(self):
-        self.failed, self.said = [], []
-
-    async def token(self, piece):
-        pass
-
-    async def finish(self, text, sources):
-        pass
-
-    async def say(self, text):
-        self.said.append(text)
-
-    async def fail(self, text):
-        self.failed.append(text)
-
-    async def stopped(self):
-        pass
 
 
 def steps(n: int) -> list[dict]:
