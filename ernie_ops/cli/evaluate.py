@@ -88,6 +88,7 @@ def _print(report, min_rate: float) -> None:
     colour = "green" if ok else "red"
     passed = len(report.cases) - len(report.failing)
     out_console.print(
-        f"[{colour}]pass rate {report.pass_rate:.1%}[/] ({passed} of {len(report.cases)} cases, weighted) in {report.seconds:.1f} s; "
+        f"[{colour}]pass rate {report.pass_rate:.1%}[/] (weighted; {passed} of {len(report.cases)} cases passed) "
+        f"in {report.seconds:.1f} s; "
         f"needed {min_rate:.0%}: {'ok' if ok else 'below'}"
     )
