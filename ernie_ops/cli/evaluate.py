@@ -48,7 +48,8 @@ def target_of(cfg: config.Config, port_: int | None):
 
     url = f"http://127.0.0.1:{port_}" if port_ else cfg.gateway.url.rstrip("/")
     verify = cfg.gateway.tls_verify() if url.startswith("https:") else True
-    return Target(url, cfg.model.served_name, os.environ.get("ERNIE_OPS_API_KEY") or None, verify, cfg.vllm.max_model_len, cfg.chat.docs)
+    key = os.environ.get("ERNIE_OPS_API_KEY") or None
+    return Target(url, cfg.model.served_name, key, verify, cfg.vllm.max_model_len, cfg.chat.docs, cfg.chat.marketing)
 
 
 def run(args: argparse.Namespace) -> int:

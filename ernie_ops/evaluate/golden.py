@@ -29,6 +29,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from ernie_ops.config_section import Section
 from ernie_ops.errors import MISSING, ConfigProblem, UsageError
 from ernie_ops.files import yamlfile
+from ernie_ops.marketing import channels
 
 
 class GoldenSetError(UsageError):
@@ -90,10 +91,31 @@ class DocsInput(Section):
         return self
 
 
+class CopyInput(Section):
+    """A marketing-copy request, as the chat app's form takes it (chat.marketing gives what it leaves out)."""
+
+    product: str = Field(min_length=1)
+    selling_points: str = ""
+    audience: str = ""
+    tone: str = ""
+    posts: int = Field(1, ge=1, le=10, description="posts asked for; each must be within the rules")
+    max_chars: int | None = Field(None, ge=5, le=2000, description="null: the channel's limit (chat.marketing.channel_max_chars)")
+    channel: str | None = Field(None, description="moments, weibo, xiaohongshu or an alias (朋友圈...); null: chat.marketing.channel")
+    first_try: bool = Field(False, description="true: a post that needed a regeneration fails too")
+
+    @field_validator("channel")
+    @classmethod
+    def _known_channel(cls, value: str | None) -> str | None:
+        if value is not None:
+            channels.get(value)  # ValueError naming the channels
+        return value
+
+
 class Case(Section):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="names the case in the report")
     messages: list[Message] | None = Field(None, min_length=1)
     docs: DocsInput | None = None
+    copy_: CopyInput | None = Field(None, alias="copy")
     must_include: list[Phrase] = Field(default_factory=list)
     must_not_include: list[Phrase] = Field(default_factory=list)
     case_sensitive: bool = False
@@ -103,11 +125,13 @@ class Case(Section):
 
     @model_validator(mode="after")
     def _kind_and_checks(self) -> Case:
-        if (self.messages is None) == (self.docs is None):
-            raise ValueError("a case is either `messages` (a chat request) or `docs` (a document question): give exactly one")
+        if [self.messages, self.docs, self.copy_].count(None) != 2:
+            raise ValueError(
+                "a case is `messages` (a chat request), `docs` (a document question) or `copy` (a marketing request): give exactly one"
+            )
         if self.messages is not None and self.messages[-1].role != "user":
             raise ValueError("the last of `messages` must be the user's, the one the model answers")
-        if not self.must_include and not self.must_not_include:
+        if not self.must_include and not self.must_not_include and self.copy_ is None:  # copy: its rules are the check
             raise ValueError("give `must_include` and/or `must_not_include`: a case without phrases cannot fail")
         if self.docs is not None and self.docs.citations and not self.must_include:
             raise ValueError("a docs case checks its citations against `must_include`: give the expected phrase(s)")
@@ -115,7 +139,7 @@ class Case(Section):
 
     @property
     def kind(self) -> str:
-        return "messages" if self.messages is not None else "docs"
+        return "messages" if self.messages is not None else "docs" if self.docs is not None else "copy"
 
 
 class GoldenSet(Section):
@@ -187,7 +211,7 @@ def _parse(text: str, source: str) -> tuple[GoldenSet, dict[tuple, int]]:
     return golden, doc.lines
 
 
-_MODELS: dict[str, type[Section]] = {"defaults": Defaults, "cases": Case, "messages": Message, "docs": DocsInput}
+_MODELS: dict[str, type[Section]] = {"defaults": Defaults, "cases": Case, "messages": Message, "docs": DocsInput, "copy": CopyInput}
 
 
 def _data_path(loc: tuple) -> tuple:
@@ -222,10 +246,10 @@ def _problem(err: dict, data: Any, lines: dict[tuple, int], source: str) -> Conf
     line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
     value = _lookup(data, path)
     if err["type"] == "extra_forbidden":
-        model = _owner(path)
-        close = difflib.get_close_matches(str(path[-1]), list(model.model_fields), n=1)
+        keys = [f.alias or name for name, f in _owner(path).model_fields.items()]  # as written in the file (`copy`)
+        close = difflib.get_close_matches(str(path[-1]), keys, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return ConfigProblem(source, line, field, value, f"unknown key{hint}; allowed here: {', '.join(model.model_fields)}")
+        return ConfigProblem(source, line, field, value, f"unknown key{hint}; allowed here: {', '.join(keys)}")
     if err["type"] == "missing":
         return ConfigProblem(source, line, field, MISSING, "required; add it")
     message = err["msg"].removeprefix("Value error, ")

@@ -1,6 +1,8 @@
 """A golden set's cases through the real pipelines, and the pass rate.
 
-`messages` cases are sent as they are (greedy: temperature 0, the set's max_tokens). `docs` cases run the chat
+`messages` cases are sent as they are (greedy: temperature 0, the set's max_tokens). `copy` cases are a marketing
+request through `marketing.generate.CopyWriter` with chat.marketing's rules, tries and channel limits (greedy too;
+their max_tokens are chat.marketing's, the JSON answer needs them): each post must end within the rules. `docs` cases run the chat
 app's document Q&A turn (`chat.conversation.Conversation` with the built-in Docs scenario): lexical retrieval and
 its relevance gate, the numbered-passages prompt fitted to the token budget, the reply's clean-up and the 【n】
 markers `docs.cite` places. Their passages are indexed into a temporary index, one collection per case, or come
@@ -33,6 +35,8 @@ from ernie_ops.docs.store import Index, Scope
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.evaluate import golden as g
 from ernie_ops.evaluate import score
+from ernie_ops.marketing.config import MarketingConfig
+from ernie_ops.marketing.generate import CopyRequest, CopyWriter, FormError
 
 TEMPERATURE = 0.0  # greedy: the same model and set give the same answers, so a changed answer means a changed model
 
@@ -99,6 +103,7 @@ class Target:
     verify: object = True  # an ssl.SSLContext for an https gateway with its own CA
     max_model_len: int = 2048  # the budget's fallback when /tokenize does not say
     docs: DocsConfig = field(default_factory=DocsConfig)  # tokenizer, top_k, min_coverage; index_file for `collection` cases
+    marketing: MarketingConfig = field(default_factory=MarketingConfig)  # rules, tries, channel limits of `copy` cases
 
 
 class EstimateCounter:
@@ -161,6 +166,8 @@ async def run_cases(loaded: g.Loaded, client: Client, *, target: Target | None =
             t0 = time.perf_counter()
             if case.messages is not None:
                 result = await _messages_case(case, loaded.golden.defaults, client, target)
+            elif case.copy_ is not None:
+                result = await _copy_case(case, client, target)
             else:
                 index, collection = indexes.for_case(i, case)
                 result = await _docs_case(case, loaded.golden.defaults, client, counter, target, index, collection)
@@ -225,6 +232,38 @@ async def _messages_case(case: g.Case, defaults: g.Defaults, client: Client, tar
             raise _down(exc, target) from None
         return CaseResult(case.id, case.kind, case.weight, False, "", [f"no answer: {exc}"])
     failures = score.phrase_failures(answer, case.must_include, case.must_not_include, case.case_sensitive)
+    return CaseResult(case.id, case.kind, case.weight, not failures, answer, failures)
+
+
+async def _copy_case(case: g.Case, client: Client, target: Target) -> CaseResult:
+    assert case.copy_ is not None
+    cfg = target.marketing.model_copy(update={"temperature": TEMPERATURE})
+    values = case.copy_.model_dump(exclude={"first_try"}, exclude_none=True)
+    try:
+        req = CopyRequest.from_form(values, cfg)
+    except FormError as exc:  # e.g. a channel the configured chat.marketing does not allow
+        return CaseResult(case.id, case.kind, case.weight, False, "", [f"request refused: {exc}"])
+
+    async def complete(messages, max_tokens, temperature, stats=None, extra=None) -> str:
+        async with contextlib.aclosing(client.stream(messages, max_tokens, temperature, stats, extra)) as pieces:
+            return "".join([p async for p in pieces])
+
+    try:
+        posts = await CopyWriter(client, cfg, complete=complete).posts(req)
+    except ChatError as exc:
+        if exc.kind == "down":
+            raise _down(exc, target) from None
+        return CaseResult(case.id, case.kind, case.weight, False, "", [f"no answer: {exc}"])
+    failures = []
+    for i, post in enumerate(posts, 1):
+        if not post.ok:
+            failures.append(f"post {i}: {', '.join(post.flags)} after {post.attempts} tries")
+        elif case.copy_.first_try and post.attempts > 1:
+            failures.append(f"post {i}: within the rules only at try {post.attempts}")
+        failures += [
+            f"post {i}: {f}" for f in score.phrase_failures(post.text, case.must_include, case.must_not_include, case.case_sensitive)
+        ]
+    answer = "\n---\n".join(p.text for p in posts)
     return CaseResult(case.id, case.kind, case.weight, not failures, answer, failures)
 
 

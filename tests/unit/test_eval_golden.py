@@ -44,7 +44,7 @@ cases:
     assert got == [
         "set.yaml:2: defaults.max_tokens = 0: Input should be greater than or equal to 1",
         "set.yaml:6: cases[0].must_inclde = ['x']: unknown key (did you mean 'must_include'?); allowed here: "
-        "id, messages, docs, must_include, must_not_include, case_sensitive, weight",
+        "id, messages, docs, copy, must_include, must_not_include, case_sensitive, weight",
         "set.yaml:8: cases[1].messages[0].role = 'bot': Input should be 'system', 'user' or 'assistant'",
         "set.yaml:11: cases[2].docs: give the passages (`passages` and/or `files`) or a `collection` "
         "of the configured index, one of the two",
@@ -53,8 +53,8 @@ cases:
 
 
 def test_a_case_kind_the_set_does_not_know_is_an_unknown_key(tmp_path: Path):
-    got = problems("cases:\n  - id: a\n    copy: {request: x}\n    must_include: [y]\n", tmp_path)
-    assert got[0].startswith("set.yaml:3: cases[0].copy = {'request': 'x'}: unknown key; allowed here: id, messages, docs")
+    got = problems("cases:\n  - id: a\n    onboarding: {login: x}\n    must_include: [y]\n", tmp_path)
+    assert got[0].startswith("set.yaml:3: cases[0].onboarding = {'login': 'x'}: unknown key; allowed here: id, messages, docs, copy,")
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,8 @@ def test_a_case_kind_the_set_does_not_know_is_an_unknown_key(tmp_path: Path):
     [
         ("    messages: [{role: user, content: hi}]\n",
          "give `must_include` and/or `must_not_include`: a case without phrases cannot fail"),
-        ("    must_include: [x]\n", "a case is either `messages` (a chat request) or `docs` (a document question): give exactly one"),
+        ("    must_include: [x]\n",
+         "a case is `messages` (a chat request), `docs` (a document question) or `copy` (a marketing request): give exactly one"),
         ("    messages: [{role: user, content: hi}, {role: assistant, content: yo}]\n    must_include: [x]\n",
          "the last of `messages` must be the user's, the one the model answers"),
         ("    docs: {question: q, passages: [p]}\n    must_not_include: [x]\n",

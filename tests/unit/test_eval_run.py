@@ -3,6 +3,7 @@ chat app's real retrieval, prompt, clean-up and citation code over a real tempor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,48 @@ def test_files_of_a_docs_case_are_read_relative_to_the_set(tmp_path: Path):
     report = run.run_set(golden.load(tmp_path / "set.yaml"), client)
     assert report.cases[0].passed, report.cases[0].failures
     assert "(policy.md" in client.requests[0]["messages"][-1]["content"]
+
+
+COPY = """
+cases:
+  - id: tea
+    copy: {product: Green tea, selling_points: fresh leaves, audience: office workers, max_chars: 60, posts: 2}
+    must_not_include: [cheap]
+"""
+
+
+class CopyAnswers:
+    """Answers a marketing request with the next of `posts` as the JSON the writer asks for; records each request."""
+
+    def __init__(self, posts: list[str]):
+        self.posts, self.requests = list(posts), []
+
+    async def stream(self, messages, max_tokens, temperature, stats=None, extra=None):
+        self.requests.append({"temperature": temperature, "extra": extra})
+        yield json.dumps({"posts": [self.posts.pop(0)]}, ensure_ascii=False)
+
+
+def test_a_copy_case_passes_when_every_post_is_within_the_rules():
+    client = CopyAnswers(["Fresh green tea for the office afternoon.", "A calm cup between two meetings."])
+    report = run.run_set(loaded(COPY), client)
+    assert (report.cases[0].passed, report.cases[0].failures) == (True, [])
+    assert report.cases[0].answer == "Fresh green tea for the office afternoon.\n---\nA calm cup between two meetings."
+    assert {r["temperature"] for r in client.requests} == {0.0}  # greedy, whatever chat.marketing.temperature says
+    assert all(r["extra"]["response_format"]["type"] == "json_schema" for r in client.requests)
+
+
+def test_a_copy_case_fails_on_a_post_the_rules_refuse_after_its_tries_or_on_a_phrase():
+    too_long = "Green tea " * 20
+    client = CopyAnswers(["A calm cup of green tea.", too_long, too_long, too_long])  # chat.marketing.max_attempts: 3
+    report = run.run_set(loaded(COPY), client)
+    assert report.cases[0].failures[0].startswith("post 2: too_long")
+    assert report.cases[0].failures[0].endswith("after 3 tries")
+    cheap = run.run_set(loaded(COPY), CopyAnswers(["The best cheap tea in town.", "Cheap and cheerful green tea."]))
+    failures = cheap.cases[0].failures
+    assert "post 1: contains 'cheap'" in failures and "post 2: contains 'cheap'" in failures
+
+
+def test_first_try_makes_a_regenerated_post_fail():
+    text = COPY.replace("posts: 2}", "posts: 1, first_try: true}")
+    report = run.run_set(loaded(text), CopyAnswers(["Green tea " * 20, "A calm cup of green tea."]))
+    assert report.cases[0].failures == ["post 1: within the rules only at try 2"]
