@@ -11,8 +11,9 @@
           passages: ["Customers may return an item within 30 days of delivery."]
         must_include: ["30"]
 
-A case is either `messages` (a chat request sent as it is) or `docs` (a question answered by the document Q&A
-pipeline from passages or files given in the set, or from a collection of the configured index). Loading reports
+A case is `messages` (a chat request sent as it is), `docs` (a question answered by the document Q&A pipeline from
+passages or files given in the set, or from a collection of the configured index) or `copy` (a marketing request;
+its posts must end within chat.marketing's rules, so its phrases are optional). Loading reports
 every problem of the file at once, each with file:line, the field and what to do, like the config file.
 """
 
