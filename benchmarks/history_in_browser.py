@@ -74,14 +74,27 @@ def sql(sb, query: str) -> list:
     return json.loads(sb.run([PY, "-c", code]).stdout)
 
 
-def wait_back(chat, sockets: int, timeout: float = 120) -> str:
+class NoReconnect(Exception):
+    """The page did not reconnect after the restart: seen, it had gone to /login while the app was down (Chainlit's
+    page takes any error of its GET /user, nginx's 502 too, for "logged out") and shows nginx's 502 page."""
+
+
+def left_the_chat(chat) -> bool:
+    try:
+        return "/login" in chat.page.url and "502" in (chat.page.title() or "")
+    except Exception:  # navigating
+        return False
+
+
+def wait_back(chat, sockets: int, timeout: float) -> str:
     """After an app restart: until the page opened a new websocket and the server either resumed a thread on it
     or ran on_chat_start for it (the chat input usable again); returns which."""
     deadline = time.monotonic() + timeout
-    while chat.sockets == sockets and time.monotonic() < deadline:
+    while chat.sockets == sockets and time.monotonic() < deadline and not left_the_chat(chat):
         chat.page.wait_for_timeout(100)
     if chat.sockets == sockets:
-        raise SystemExit(f"the page opened no new websocket within {timeout}s of the restart")
+        raise NoReconnect(f"no new websocket ({'the page shows 502 at /login' if left_the_chat(chat) else f'{timeout:.0f}s'})")
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         frames = list(chat._frames)
         if any(f.startswith('42["resume_thread"') for f in frames):
@@ -94,7 +107,7 @@ def wait_back(chat, sockets: int, timeout: float = 120) -> str:
             chat.page.wait_for_timeout(1500)  # a second socket (as on a reload) would replace this one
             return how
         chat.page.wait_for_timeout(100)
-    raise SystemExit(f"the session did not come back within {timeout}s; frames: {chat._frames[-5:]}")
+    raise SystemExit(f"the session did not come back within 120s; frames: {chat._frames[-5:]}")
 
 
 def restart_app(sb, chat_unit: str) -> None:
@@ -108,7 +121,7 @@ def journal(sb, since: str, chat_unit: str) -> str:
     return sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", chat_unit, "--since", since], check=False).stdout
 
 
-def restarts(sb, chat, n: int, chat_unit: str, settle: float) -> Part1:
+def restarts(sb, chat, n: int, chat_unit: str, settle: float, reconnect_timeout: float) -> Part1:
     out = Part1()
     for k in range(1, n + 1):
         out.sent.append(message(k))
@@ -118,12 +131,28 @@ def restarts(sb, chat, n: int, chat_unit: str, settle: float) -> Part1:
             out.restarts[-1].thread_after = tid
         if tid not in out.threads:
             out.threads.append(tid)
-        sockets, t0 = chat.sockets, time.monotonic()
+        sockets, t0, since = chat.sockets, time.monotonic(), now(sb)
         restart_app(sb, chat_unit)
-        how = wait_back(chat, sockets)
+        try:
+            how = wait_back(chat, sockets, reconnect_timeout)
+        except NoReconnect as exc:  # what a person who wants to go on would do: open the thread again
+            chat.shot(f"no-reconnect-{k}")
+            errors = [c for c in chat.console[-8:] if c.startswith("error")]
+            print(f"restart {k:2d}: {exc}; page at {chat.page.url}; console errors: {errors}", flush=True)
+            if not any(r.came_back.startswith("no reconnect") for r in out.restarts):  # the first time: what the app did
+                lines = journal(sb, since, chat_unit).splitlines()[-12:]
+                print("   app journal since the restart:\n     " + "\n     ".join(lines), flush=True)
+            shown = chat.page.locator(USER_SEL).count()
+            chat._frames.clear()
+            chat.page.goto(f"{chat.base_url}/thread/{tid}")
+            chat.wait_resumed(timeout=120)
+            out.restarts.append(Restart(k, tid, "no reconnect: thread reopened", time.monotonic() - t0, shown))
+            again = chat.page.locator(USER_SEL).count()
+            print(f"restart {k:2d}: thread {tid[:8]} reopened at /thread/<id>; page shows {again} of {k}", flush=True)
+            continue
         r = Restart(k, tid, how, time.monotonic() - t0, chat.page.locator(USER_SEL).count())
         out.restarts.append(r)
-        print(f"restart {k:2d}: thread {tid[:8]} -> {how:8s} in {r.seconds:5.1f}s; page shows {r.shown_after} of {k} messages", flush=True)
+        print(f"restart {k:2d}: thread {tid[:8]} -> {how} in {r.seconds:5.1f}s; page shows {r.shown_after} of {k} messages", flush=True)
     return out
 
 
@@ -159,6 +188,7 @@ def report_part1(sb, chat, run: Part1, since: str, chat_unit: str) -> None:
     db_users = sum(v.get("user_message", 0) for v in by_thread.values())
     db_replies = sum(v.get("assistant_message", 0) for v in by_thread.values())
     new_chats = [r for r in run.restarts if r.came_back == "new chat"]
+    reloaded = [r.k for r in run.restarts if r.came_back.startswith("no reconnect")]
     emptied = [r for r in run.restarts if r.shown_after < r.k]
     moved = [r for r in run.restarts if r.thread_after not in ("-", r.thread_before)]
     print(f"\n1. {len(run.restarts)} app restarts in one conversation (history on, SQLite):")
@@ -174,8 +204,10 @@ def report_part1(sb, chat, run: Part1, since: str, chat_unit: str) -> None:
     print(f"   lost from the conversation (not in its first thread): {lost_first} of {sent};"
           f" lost anywhere (in no thread shown): {sent - len(shown_all & set(run.sent))};"
           f" missing from the DB: user {max(0, sent - db_users)}, replies {max(0, sent - db_replies)}")  # fmt: skip
+    print("   the page did not reconnect by itself (went to /login and nginx's 502 page; the thread reopened) after "
+          f"{len(reloaded)} restart(s): {reloaded}")  # fmt: skip
     print(f"   after a restart the session came back as a new chat {len(new_chats)}/{len(run.restarts)} times, resumed "
-          f"{len(run.restarts) - len(new_chats)}; the page showed fewer messages than sent {len(emptied)} times;"
+          f"{sum(r.came_back == 'resumed' for r in run.restarts)}; the page showed fewer messages than sent {len(emptied)} times;"
           f" the next message went to another thread {len(moved)} times")  # fmt: skip
     for r in moved[:5]:
         print(f"     restart {r.k}: thread {r.thread_before} -> {r.thread_after}")
@@ -245,6 +277,7 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=20)
     ap.add_argument("--block", type=int, default=5, help="messages per TTFT block")
     ap.add_argument("--rounds", type=int, default=4, help="TTFT blocks per mode (alternating on, off)")
+    ap.add_argument("--reconnect-timeout", type=float, default=60, help="part 1: seconds to wait for the page's new websocket")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="part 1: seconds the reply's text must stay unchanged (stream ended) before the restart")  # fmt: skip
     args = ap.parse_args()
@@ -252,8 +285,11 @@ def main() -> None:
     from tests.conftest import CACHE
     from tests.harness import browser, host, tiny_model
     from tests.harness.chat_page import ChatPage
+    from tests.harness.paths import ARTIFACTS
 
     model = tiny_model.cached(CACHE / "models")
+    shots = ARTIFACTS / "history_in_browser"  # a page that did not reconnect, as it looked
+    shots.mkdir(parents=True, exist_ok=True)
     chat_cfg = {"max_tokens": MAX_TOKENS, "extra_body": {"ignore_eos": True}}
     t0 = time.monotonic()
     sb = host.boot("hist-browser", model, [8000], gateway=True, chat_users={USER: PASSWORD}, config_extra={"chat": chat_cfg})
@@ -261,11 +297,13 @@ def main() -> None:
         sb.systemctl("start", "ernie-vllm@8000.service")
         print(f"host up with vLLM and the chat app in {time.monotonic() - t0:.0f}s", flush=True)
         with browser.chromium(netns_pid=sb.pid) as b:
-            chat = ChatPage(b.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN"), "http://127.0.0.1", CACHE)
+            chat = ChatPage(b.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN"), "http://127.0.0.1", shots)
+            chat.console = []
+            chat.page.on("console", lambda m: chat.console.append(f"{m.type}: {m.text[:200]}"))
             chat.login(USER, PASSWORD)
             chat.wait_ready()
             t1, since = time.monotonic(), now(sb)
-            run = restarts(sb, chat, args.restarts, host.CHAT_UNIT, args.settle)
+            run = restarts(sb, chat, args.restarts, host.CHAT_UNIT, args.settle, args.reconnect_timeout)
             report_part1(sb, chat, run, since, host.CHAT_UNIT)
             print(f"   (part 1: {time.monotonic() - t1:.0f}s)", flush=True)
             t2 = time.monotonic()
