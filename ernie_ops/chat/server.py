@@ -17,6 +17,8 @@ import socket
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -132,23 +134,84 @@ def prepare(cfg: Config, root: Path) -> None:
     shutil.copytree(ELEMENTS_DIR, elements)
 
 
-def _notify_when_listening(host: str, port: int, ready: threading.Event, timeout: float = 120.0) -> None:
-    """READY=1 once the port accepts connections (uvicorn binds after the app has loaded)."""
+SD_LISTEN_FDS_START = 3  # sd_listen_fds(3): systemd passes its sockets from fd 3 on
+
+
+def listen_fds(env: Mapping[str, str], pid: int) -> list[int]:
+    """The fds systemd passed this process (sd_listen_fds(3)): none unless LISTEN_PID is this process."""
+    if env.get("LISTEN_PID", "") != str(pid):
+        return []  # unset, or meant for the process that started us (a wrapper shell, say)
+    try:
+        count = int(env.get("LISTEN_FDS", ""))
+    except ValueError:
+        return []
+    return list(range(SD_LISTEN_FDS_START, SD_LISTEN_FDS_START + max(count, 0)))
+
+
+def inherited_socket() -> socket.socket | None:
+    """The listening socket of ernie-chainlit.socket, if systemd passed one; None when run by hand.
+
+    The LISTEN_* variables are removed (like sd_listen_fds(unset_environment=1)): a child must not take them.
+    """
+    fds = listen_fds(os.environ, os.getpid())
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(name, None)
+    if not fds:
+        return None
+    if len(fds) > 1:
+        raise UsageError(f"systemd passed {len(fds)} sockets; ernie-chainlit.socket must have exactly one ListenStream=")
+    sock = socket.socket(fileno=fds[0])  # family and type read from the fd
+    if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        raise UsageError("the socket systemd passed is not a TCP socket; ernie-chainlit.socket needs ListenStream=HOST:PORT")
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve_on(sock: socket.socket) -> None:
+    """Make uvicorn serve on `sock`: Chainlit's run_chainlit calls `uvicorn.Server(config).serve()` without sockets
+    (chainlit 2.12.0; tests/integration/test_chat_app.py fails if an upgrade changes that), and uvicorn serves on
+    the sockets given to `serve(sockets=...)` instead of binding HOST:PORT."""
+    import uvicorn
+
+    original = uvicorn.Server.serve
+
+    async def serve(self, sockets=None):
+        return await original(self, sockets=[sock] if sockets is None else sockets)
+
+    uvicorn.Server.serve = serve
+
+
+def _url(host: str, port: int, root_path: str) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{root_path}"
+
+
+def _answers(url: str) -> bool:
+    """Chainlit's /auth/config answers without a login and reads nothing: any HTTP status means the app serves."""
+    try:
+        with urllib.request.urlopen(url + "/auth/config", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _notify_when_listening(url: str, ready: threading.Event, timeout: float = 120.0) -> None:
+    """READY=1 once the app answers HTTP: with systemd's socket the port accepts connections before the app
+    serves (they wait in the backlog), so a connect alone proves nothing."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                break
-        except OSError:
-            time.sleep(0.1)
+        if _answers(url):
+            break
+        time.sleep(0.1)
     else:
         return
     ready.set()
-    log.info("chat app serving on http://%s:%d", host, port)
+    log.info("chat app serving on %s", url)
     try:
         import sdnotify
 
-        sdnotify.SystemdNotifier().notify(f"READY=1\nSTATUS=serving on http://{host}:{port}")
+        sdnotify.SystemdNotifier().notify(f"READY=1\nSTATUS=serving on {url}")
     except ImportError:  # sdnotify is an ernie-ops dependency; without it there is no systemd to tell anyway
         pass
 
@@ -158,7 +221,13 @@ def run(cfg: Config, config_path: str, root: Path, host: str | None = None, port
     host = host or cfg.chat.host
     port = port or cfg.chat.port
     preflight(cfg, os.environ)
-    if not port_free(host, port):
+    sock = inherited_socket()
+    if sock is not None:  # ernie-chainlit.socket holds the port across restarts: serve on it, bind nothing
+        bound = sock.getsockname()[:2]
+        if bound != (host, port):
+            log.warning("systemd's socket listens on %s:%d, not on chat.host:chat.port %s:%d; serving on the socket", *bound, host, port)
+        host, port = bound
+    elif not port_free(host, port):
         raise ErnieOpsError(f"{host}:{port} is already in use (another chat app?); set chat.port or stop the other one")
     try:
         prepare(cfg, root)
@@ -175,12 +244,15 @@ def run(cfg: Config, config_path: str, root: Path, host: str | None = None, port
     )
     os.chdir(root)
     ready = threading.Event()
-    threading.Thread(target=_notify_when_listening, args=(host, port, ready), daemon=True).start()
+    url = _url(host, port, cfg.chat.root_path)
+    threading.Thread(target=_notify_when_listening, args=(url, ready), daemon=True).start()
     try:
         from chainlit.cli import run_chainlit  # imported only now: chainlit reads its app root at import
 
         logging.getLogger("ernie_ops").setLevel(logging.INFO)
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one `reply ...` line per reply says it all
+        if sock is not None:
+            serve_on(sock)
         run_chainlit(str(APP_FILE))
     except Exception as exc:  # e.g. a bad CHAINLIT_* setting in chat.env: one line for the journal, not a traceback
         raise ErnieOpsError(f"Chainlit failed to start: {type(exc).__name__}: {exc}") from None

@@ -1,7 +1,8 @@
 """A sandboxed host laid out like a provisioned one: units from systemd/, the venv at
 /opt/ernie-ops/venv with ernie_ops installed (not editable), user `ernie`, the tiny model, the config;
 optionally the chat app as the Ansible role lays it out (its own venv at /opt/ernie-ops/chat-venv,
-/etc/ernie-ops/chat.env, users added with `ernie-ops chat-user add`, ernie-chainlit.service).
+/etc/ernie-ops/chat.env, users added with `ernie-ops chat-user add`, ernie-chainlit.service, which starts
+ernie-chainlit.socket, the port it serves on: both are copied from systemd/ with the other units).
 
 This is the minimal hand-made provisioning the unit tests need; the Ansible e2e tests provision
 their sandboxes with the real playbook instead.

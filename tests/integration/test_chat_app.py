@@ -9,6 +9,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -244,3 +245,52 @@ def test_retention_days_deletes_idle_threads_when_the_app_starts(tmp_path, venv)
         out = stop(proc)
     assert proc.returncode == 0, out[-3000:]
     assert "deleted 1 thread(s) idle for more than 30 day(s)" in out and "Traceback" not in out, out[-3000:]
+
+
+def test_on_systemds_socket_it_serves_what_waited_in_the_backlog_and_is_ready_only_then(tmp_path, venv):
+    """Socket activation as systemd does it (sd_listen_fds(3): the listening socket at fd 3, LISTEN_PID=the app's pid,
+    LISTEN_FDS=1), with the port of the config held by that socket: the app serves on it (the port-taken check does
+    not refuse it; uvicorn gets the socket through Chainlit's run_chainlit, which an upgrade of either could break),
+    a request sent before the app serves waits and gets its answer (nginx's would have been refused: a 502), and
+    READY=1 comes once the app answers HTTP, not when the socket merely accepts."""
+    from tests.harness.notify import NotifySocket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(512)
+    port = listener.getsockname()[1]
+    cfg, env = setup_dev(tmp_path, venv, port)
+    notify = NotifySocket(tmp_path / "notify.sock")
+    env |= {"NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "LISTEN_FDS": "1"}
+    fd = listener.fileno()
+    # `exec` keeps the shell's pid ($$) for the app, as systemd's fork does; `3<&FD` puts the socket at fd 3 (bash: dash takes one digit).
+    argv = ["bash", "-c", f'export LISTEN_PID=$$; exec "$@" 3<&{fd}', "bash", *chat_argv(venv, cfg, tmp_path / "state")]
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, pass_fds=(fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    early: list = []
+
+    def ask() -> None:  # sent while the app still loads; it waits in the socket's backlog
+        try:
+            early.append(httpx.get(f"http://127.0.0.1:{port}/auth/config", timeout=120))
+        except httpx.HTTPError as exc:
+            early.append(exc)
+        early.append(time.monotonic())
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    try:
+        while asker.is_alive() and proc.poll() is None:
+            asker.join(0.2)
+        assert early, f"the app exited before it answered: {stop(proc)[-3000:]}"
+        response, answered = early
+        assert isinstance(response, httpx.Response) and response.status_code == 200, response
+        ready = notify.wait_for("READY", "1", timeout=60)
+        assert ready is not None, "no READY=1"
+        # The app needs seconds to load; a READY sent on the first connect would come long before the answer.
+        assert answered - started > 2 and ready.at >= answered - 1.0, (answered - started, ready.at - started)
+        assert httpx.post(f"http://127.0.0.1:{port}/login", data={"username": "dev", "password": PASSWORD}, timeout=30).status_code == 200
+    finally:
+        out = stop(proc) if proc.poll() is None else ""
+        notify.close()
+        listener.close()
+    assert proc.returncode == 0 and "already in use" not in out, out[-3000:]

@@ -621,6 +621,52 @@ def test_backend_down_is_a_friendly_message(chat, sb):
     assert reply.text.startswith(DOWN) and "Traceback" not in reply.text
 
 
+# Run inside the host: requests GET /user through nginx without a pause while `systemctl restart` runs (what
+# Chainlit's page does when it loads: any error there sends the user to /login), and counts the answers.
+RESTART_PROBE = r"""
+import json, subprocess, threading, time, urllib.error, urllib.request
+statuses, slowest, done = [], [0.0], threading.Event()
+def ask():
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen("http://127.0.0.1/user", timeout=120) as r:
+            code = r.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    except OSError as e:
+        code = type(e).__name__
+    slowest[0] = max(slowest[0], time.monotonic() - t0)
+    return code
+def loop():
+    while not done.is_set():
+        statuses.append(ask())
+        time.sleep(0.05)
+before = ask()
+t = threading.Thread(target=loop); t.start()
+t0 = time.monotonic()
+subprocess.run(["systemctl", "restart", "ernie-chainlit.service"], check=True)
+restart = time.monotonic() - t0
+time.sleep(2)
+done.set(); t.join()
+print(json.dumps({"before": before, "statuses": statuses, "restart_s": restart, "slowest_s": slowest[0]}))
+"""
+
+
+def test_an_app_restart_answers_every_request_late_and_none_with_a_502(sb):
+    """systemd holds the chat port (ernie-chainlit.socket): while `systemctl restart ernie-chainlit.service` (every
+    site.yml run with a chat change) replaces the app, nginx's requests wait in the socket's backlog and get the
+    new app's answer, not nginx's 502 (which Chainlit's page takes for a logout: the user lands on /login)."""
+    out = json.loads(sb.run([PY, "-c", RESTART_PROBE], timeout=300).stdout)
+    statuses = out["statuses"]
+    answers = sorted(set(map(str, statuses)))
+    print(f"\nrestart {out['restart_s']:.1f}s; {len(statuses)} requests, slowest {out['slowest_s']:.1f}s; answers {answers}")
+    print(f"502s: {statuses.count(502)}")
+    assert out["before"] == 401  # Chainlit's own answer to a request without a login
+    assert len(statuses) >= 5, out  # requests were made across the restart
+    assert [s for s in statuses if s != 401] == [], out
+    assert out["slowest_s"] > 1.0, out  # one waited for the new app: the restart did happen in between
+
+
 def test_no_traceback_in_the_app_journal(sb):
     journal = sb.journal(host.CHAT_UNIT)
     assert "Traceback" not in journal and "Exception" not in journal, journal[-3000:]

@@ -86,3 +86,20 @@ def test_the_chat_unit_may_reach_its_history_database_by_a_drop_in_and_a_host_na
         "addresses it allows (IPAddressAllow): list the server's address in ernie_chat_allow_addresses, or give the URL with the address."
     }, named.output[-4000:]
     assert "PaSsWoRd" not in run.output + named.output
+
+
+def test_the_chat_ports_socket_listens_where_ernie_yaml_says(tmp_path):
+    """systemd holds the chat port (ernie-chainlit.socket): its address comes from chat.host:chat.port (ernie_ops_chat)
+    in a drop-in, so ernie.yaml stays the one place that says it; an IPv6 host gets brackets; a second run changes nothing."""
+    common = {"ernie_chat_auth_secret": SECRET, "ernie_chat_unit_dir": str(tmp_path)}
+    run = playbook(tmp_path, ["preflight", "socket"], ernie_ops_chat={"host": "::1", "port": 8600}, **common)
+    assert run.rc == 0 and run.recap()["h"]["changed"] == 3, run.output[-4000:]  # the unit, the directory, the drop-in
+    assert (tmp_path / "ernie-chainlit.socket").read_bytes() == (role_tasks.PROJECT / "systemd" / "ernie-chainlit.socket").read_bytes()
+    dropin = tmp_path / "ernie-chainlit.socket.d" / "listen.conf"
+    assert [line for line in dropin.read_text().splitlines() if not line.startswith("#")] == [
+        "[Socket]", "ListenStream=", "ListenStream=[::1]:8600",
+    ]  # fmt: skip
+    again = playbook(tmp_path, ["preflight", "socket"], ernie_ops_chat={"host": "::1", "port": 8600}, **common)
+    assert again.rc == 0 and again.recap()["h"]["changed"] == 0, again.changed_tasks()
+    default = playbook(tmp_path, ["preflight", "socket"], **common)
+    assert default.rc == 0 and "ListenStream=127.0.0.1:8500" in dropin.read_text(), default.output[-4000:]

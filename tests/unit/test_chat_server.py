@@ -6,6 +6,7 @@ the "not installed" path real here; tests/ui runs the app itself.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import tomllib
@@ -143,3 +144,62 @@ def test_unwritable_state_dir_is_one_sentence(cfg, tmp_path, monkeypatch):
         port = s.getsockname()[1]
     with pytest.raises(ErnieOpsError, match=r"cannot write the chat state dir .*a-file/state"):
         server.run(cfg, "ernie.yaml", tmp_path / "a-file" / "state", port=port)
+
+
+@pytest.mark.parametrize(
+    ("env", "fds"),
+    [
+        ({"LISTEN_PID": "4242", "LISTEN_FDS": "1"}, [3]),
+        ({"LISTEN_PID": "4242", "LISTEN_FDS": "2"}, [3, 4]),
+        ({"LISTEN_PID": "4243", "LISTEN_FDS": "1"}, []),  # meant for another process (the one that started us)
+        ({"LISTEN_FDS": "1"}, []),  # no LISTEN_PID: sd_listen_fds(3) ignores it too
+        ({"LISTEN_PID": "4242", "LISTEN_FDS": "x"}, []),
+        ({"LISTEN_PID": "4242", "LISTEN_FDS": "-1"}, []),
+        ({}, []),  # run by hand
+    ],
+)
+def test_listen_fds_follows_sd_listen_fds(env, fds):
+    assert server.listen_fds(env, 4242) == fds
+
+
+def test_without_systemds_socket_nothing_is_inherited_and_the_variables_go(monkeypatch):
+    """LISTEN_* of another process are removed, so that nothing this one starts takes them for its own."""
+    monkeypatch.setenv("LISTEN_PID", "1")
+    monkeypatch.setenv("LISTEN_FDS", "1")
+    assert server.inherited_socket() is None
+    assert "LISTEN_PID" not in os.environ and "LISTEN_FDS" not in os.environ
+
+
+def test_ready_waits_for_an_http_answer_not_for_a_connect():
+    """A socket that accepts connections but answers nothing (systemd's, before the app serves) is not READY."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        ready = server.threading.Event()
+        server._notify_when_listening(f"http://127.0.0.1:{s.getsockname()[1]}", ready, timeout=3)
+    assert not ready.is_set()
+
+
+def test_answers_is_true_for_any_http_status_and_false_for_a_silent_socket():
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        assert server._answers(f"http://127.0.0.1:{httpd.server_address[1]}")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    with socket.socket() as s:  # listens (a backlog) but never accepts: what systemd's socket is while the app loads
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert not server._answers(f"http://127.0.0.1:{s.getsockname()[1]}")

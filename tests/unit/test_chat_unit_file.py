@@ -33,3 +33,21 @@ def test_nginx_points_at_the_default_port():
 
     upstream = (UNIT.parents[1] / "nginx" / "ernie-ops" / "chat-upstream.conf").read_text()
     assert f"server 127.0.0.1:{config.Config().chat.port};" in upstream
+
+
+SOCKET = UNIT.with_suffix(".socket")
+
+
+def test_systemd_holds_the_port_so_a_restart_of_the_app_never_closes_it():
+    """The service takes its port from ernie-chainlit.socket (the app serves on the passed fd, ernie_ops/chat/server.py):
+    `systemctl restart ernie-chainlit.service` leaves the socket listening, and nginx's requests wait in its backlog."""
+    from ernie_ops import config
+
+    chat = config.Config().chat
+    s = directives(SOCKET)
+    assert s["ListenStream"] == [f"{chat.host}:{chat.port}"]  # the config's default; the role's drop-in writes the host's
+    assert int(s["Backlog"][0]) >= 512
+    assert s["Service"] == [UNIT.name]
+    d = directives(UNIT)
+    assert d["Sockets"] == [SOCKET.name] and d["Requires"] == [SOCKET.name]
+    assert SOCKET.name in d["After"][0].split()
