@@ -7,7 +7,10 @@ profiles are the scenarios; a session's `Conversation` lives in `cl.user_session
 History (`chat.history.enabled`): Chainlit's data layer is `HistoryLayer` over the thread store, so the
 sidebar lists the user's threads, a thread opens and continues (`on_chat_resume` restores its profile and
 the Conversation's history), replies get thumbs with a comment, and uploads stay with their thread until
-it is deleted. Without history a chat lives in memory only and its uploads go when it ends.
+it is deleted. With several chat hosts (one shared database, an index per host) a resumed Docs thread's uploads
+are indexed on this host from their stored copies if it lacks them, and a daily sweep drops the uploads of
+threads deleted elsewhere (`upload_restore`). Without history a chat lives in memory only and its uploads go
+when it ends.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.onboarding_ui import build_onboarding
+from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.docs.embed import EmbeddingClient
 from ernie_ops.errors import ConfigError, ErnieOpsError
@@ -89,13 +93,15 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
 
 if HISTORY.enabled:
     from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.threads.breaker import Breaker
     from ernie_ops.threads.store import ThreadStore
 
     HISTORY_URL = database_url(HISTORY)
+    HISTORY_BREAKER = Breaker()  # one per database: an open that failed is not tried again at each message
 
 
 async def _open_history():
-    return await ThreadStore.open(HISTORY_URL)
+    return await ThreadStore.open(HISTORY_URL, breaker=HISTORY_BREAKER)
 
 
 async def _migrate_at_start() -> None:
@@ -174,7 +180,7 @@ async def _forget_uploads_of(owner: str | None, thread_id: str) -> None:
         await _forget_thread_uploads(owner, thread_id)
 
 
-RETENTION: list[asyncio.Task] = []  # the running retention task (kept referenced; cancelled at shutdown)
+BACKGROUND: list[asyncio.Task] = []  # retention and the uploads' sweep (kept referenced; cancelled at shutdown)
 
 if HISTORY.enabled:
 
@@ -184,19 +190,27 @@ if HISTORY.enabled:
 
     _serve_stored_elements()
 
-if HISTORY.enabled and HISTORY.retention_days is not None:
-    from ernie_ops.threads.retention import keep_applying
+if HISTORY.enabled:
+    from ernie_ops.threads.retention import RETENTION_INTERVAL_SECONDS, keep_applying
+
+    async def _existing_threads():
+        from chainlit.data import get_data_layer
+
+        return (await get_data_layer().store()).existing_threads
 
     @cl.on_app_startup
     async def start_retention() -> None:
-        """chat.history.retention_days: applied at start, then daily, in the background (never delays the start)."""
+        """In the background (never delays the start), at start, then daily: chat.history.retention_days, and the
+        sweep of this host's uploads whose thread is gone from the shared database (deleted on another host)."""
         from chainlit.data import get_data_layer
 
-        RETENTION.append(asyncio.create_task(keep_applying(get_data_layer().store, HISTORY.retention_days, _forget_uploads_of)))
+        if HISTORY.retention_days is not None:
+            BACKGROUND.append(asyncio.create_task(keep_applying(get_data_layer().store, HISTORY.retention_days, _forget_uploads_of)))
+        BACKGROUND.append(asyncio.create_task(keep_sweeping(_existing_threads, DOCS, RETENTION_INTERVAL_SECONDS)))
 
     @cl.on_app_shutdown
     async def stop_retention() -> None:
-        for task in RETENTION:
+        for task in BACKGROUND:
             task.cancel()
 
 
@@ -285,17 +299,33 @@ async def resume(thread: dict) -> None:
     """A thread opened from the sidebar: its scenario (Chainlit has set the session's profile from the thread's
     metadata) and the model's view of its messages; a Docs thread searches its own uploads again (they are
     kept, keyed by user and thread); an onboarding thread's item cards confirm again; a marketing thread's form
-    generates again (its earlier cards are not regenerated: their request is not stored)."""
+    generates again and its cards are rewritten again (those whose request they carry and the config still takes);
+    a scenario collecting fields (Support) has the fields it had collected (the flow replays the user's messages)."""
     conv = _new_conversation((thread.get("metadata") or {}).get(PROFILE_KEY) or cl.user_session.get("chat_profile"))
     conv.restore(thread_dicts.conversation_messages(thread.get("steps") or []))
     conv.sources_shown = thread_dicts.sources_shown(thread.get("elements") or [])
     log.info("resume user=%s thread=%s scenario=%s messages=%d", conv.user, thread.get("id"), conv.scenario.name.replace(" ", "_"),
              len(conv.history))  # fmt: skip
     if conv.docs is not None:
+        await _restore_uploads(conv, thread)
         await _offer_collections(conv.docs)
     tool = TOOLS.get(conv.scenario.name)
     if tool is not None and hasattr(tool, "resume"):
         tool.resume(thread.get("elements") or [])
+
+
+async def _restore_uploads(conv: Conversation, thread: dict) -> None:
+    """A Docs thread resumed on a host whose index lacks its uploads (it was uploaded on another host): they are
+    indexed again from the history database's copies. A failure is logged; the thread opens all the same."""
+    if not HISTORY.enabled:
+        return
+    from chainlit.data import get_data_layer
+
+    layer = get_data_layer()
+    try:
+        await restore_uploads(DOCS, thread, conv.user, layer.element_content, embed=EMBED)
+    except ErnieOpsError as exc:
+        log.error("docs: the uploads of thread %s were not re-indexed: %s", thread.get("id"), exc)
 
 
 async def _remember_profile(conv: Conversation) -> None:

@@ -2,17 +2,22 @@
 
 Each function returns the `props` of one element in ernie_ops/chat/elements/: CopyForm (the form and its
 errors), CopyPost (one post's card), and the text of a batch's report. The JSX only renders these.
+A card also carries the request it was written from (its validated values, `request`, never rendered), so a
+resumed thread's cards can be rewritten: `stored_cards` turns a thread's stored elements back into them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from ernie_ops.marketing import channels
 from ernie_ops.marketing.batch import BatchSummary
 from ernie_ops.marketing.batch_io import Read
 from ernie_ops.marketing.config import MarketingConfig
-from ernie_ops.marketing.generate import Post, default_max_chars
+from ernie_ops.marketing.generate import CopyRequest, FormError, Post, default_max_chars
 
 FORM_FIELDS = ("product", "selling_points", "audience", "tone", "channel", "posts", "max_chars")
 SHOWN_ROW_PROBLEMS = 20  # a report lists this many skipped rows, then says how many more
@@ -66,9 +71,10 @@ def flag_labels(post: Post) -> list[str]:
     return labels
 
 
-def post_props(post: Post, card: str, index: int, max_chars: int) -> dict:
-    """One card: the text as written (never cut), its count against the limit, the rules it breaks."""
-    return {
+def post_props(post: Post, card: str, index: int, max_chars: int, request: CopyRequest | None = None) -> dict:
+    """One card: the text as written (never cut), its count against the limit, the rules it breaks; with
+    `request`, the values it was written from (`request_values`), which a resumed thread rewrites it from."""
+    props = {
         "card": card,
         "index": index,
         "text": post.text,
@@ -77,6 +83,51 @@ def post_props(post: Post, card: str, index: int, max_chars: int) -> dict:
         "flags": flag_labels(post),
         "attempts": post.attempts,
     }
+    if request is not None:
+        props["request"] = request_values(request)
+    return props
+
+
+def request_values(request: CopyRequest) -> dict:
+    """A request as plain values (JSON, stored with its cards); `CopyRequest.from_form` reads them back."""
+    return dataclasses.asdict(request)
+
+
+class StoredCard(NamedTuple):
+    """A card of a resumed thread: its stored element dict (props as last updated), its request, its index."""
+
+    element: dict
+    request: CopyRequest
+    index: int
+
+
+def stored_cards(elements: Iterable[Mapping[str, Any]], cfg: MarketingConfig) -> dict[str, StoredCard]:
+    """A resumed thread's CopyPost cards that can be rewritten, by card id.
+
+    The cards of one generation (one message, `forId`, and the same stored values) share one CopyRequest
+    object, as they did when generated: a rewrite compares a card with its siblings only. Each request is
+    validated again with the current config, so one it refuses now (a channel that no longer exists, a number
+    out of range) leaves its cards out: 重写 on them says the card is stale, as for any card not listed here.
+    Cards stored before cards carried their request (no `request` prop) are left out the same way."""
+    requests: dict[tuple[str, str], CopyRequest | None] = {}
+    found: dict[str, StoredCard] = {}
+    for e in elements:
+        props = e.get("props")
+        if e.get("name") != "CopyPost" or not e.get("id") or not isinstance(props, Mapping):
+            continue
+        values, card, index = props.get("request"), props.get("card"), props.get("index")
+        if not isinstance(values, Mapping) or not card or isinstance(index, bool) or not isinstance(index, int):
+            continue
+        key = (str(e.get("forId") or ""), json.dumps(values, sort_keys=True, ensure_ascii=False, default=str))
+        if key not in requests:
+            try:
+                requests[key] = CopyRequest.from_form(values, cfg)
+            except FormError:
+                requests[key] = None
+        request = requests[key]
+        if request is not None and 1 <= index <= request.posts:
+            found[str(card)] = StoredCard(dict(e), request, index)
+    return found
 
 
 def batch_report(name: str, read: Read, summary: BatchSummary) -> str:

@@ -97,9 +97,12 @@ class Conversation:
     def restore(self, messages: list[history.Message]) -> None:
         """A resumed thread's earlier messages (user and assistant, oldest first) become this conversation's
         history: the next prompt carries them and the history budget counts them like its own turns.
-        Only user/assistant messages with text are taken; the flow starts fresh (no half-collected fields)."""
+        Only user/assistant messages with text are taken. The flow replays the user's messages (`Flow.replay`):
+        a scenario that was collecting fields (Support's phone and address) has those it had and asks for the rest."""
         kept = [m for m in messages if m.get("role") in ("user", "assistant") and m.get("content")]
         self.history = [{"role": m["role"], "content": m["content"]} for m in kept]
+        self.flow = Flow(self.scenario)
+        self.flow.replay(m["content"] for m in kept if m["role"] == "user")
 
     async def on_user_message(self, text: str, sink: Sink, *, system: str | None = None) -> Outcome:
         """`system`: this turn's system prompt instead of the scenario's (a tool that knows more about the

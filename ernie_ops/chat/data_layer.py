@@ -15,7 +15,9 @@ a thread's author is the same string everywhere.
 
 Database down or full: every call that writes catches `HistoryUnavailable`, logs it, and the chat goes on;
 the user of that session is told once (`SaveNotice`, a toast). What was not written is not caught up
-later; writes are upserts, so nothing is written twice when the database returns. Reads: a thread that
+later; writes are upserts, so nothing is written twice when the database returns. A database that hangs
+(a frozen server, a black-holed address) delays one call by its timeout: the store's breaker then fails the
+next calls at once for 30 s (ernie_ops/threads/breaker.py), so the replies Chainlit saves around go out on time. Reads: a thread that
 cannot be read is "not found" (the chat then starts fresh); the author of a thread that cannot be read is
 an error, so nothing is opened that was not checked.
 """

@@ -131,14 +131,22 @@ class DocsSession:
             if not f.path:
                 raise DocumentError(f.name, "unreadable", "arrived without content; upload it again")
             data = Path(f.path).read_bytes()
-            return ingest.index_bytes(
-                index, data, f.name, self.cfg, collection="uploads", owner=self.user, conversation=self.conversation, embed=self.embed
-            )
         except DocumentError as exc:
             log.info("docs: upload by %s refused: %s (%s)", self.user, exc, exc.reason)
             return ingest.Outcome(exc.name or f.name, "failed", error=str(exc), reason=exc.reason)
         except OSError as exc:
             return ingest.Outcome(f.name, "failed", reason="unreadable", error=f"{f.name}: cannot be read: {exc.strerror or exc}")
+        return self.index_upload(index, data, f.name)
+
+    def index_upload(self, index: Index, data: bytes, name: str) -> ingest.Outcome:
+        """One file's bytes into this conversation's uploads (the chat's upload, or its stored copy on another host)."""
+        try:
+            return ingest.index_bytes(
+                index, data, name, self.cfg, collection="uploads", owner=self.user, conversation=self.conversation, embed=self.embed
+            )
+        except DocumentError as exc:
+            log.info("docs: upload by %s refused: %s (%s)", self.user, exc, exc.reason)
+            return ingest.Outcome(exc.name or name, "failed", error=str(exc), reason=exc.reason)
 
     async def forget(self) -> int:
         """Drop this conversation's uploads (history off: the chat ended; history on: its thread was deleted)."""
@@ -170,6 +178,18 @@ def forget_all_uploads(cfg: DocsConfig) -> int:
         for d in private:
             index.remove(d.doc_id)
     return len(private)
+
+
+def forget_uploads_of(cfg: DocsConfig, user: str) -> int:
+    """Every upload of `user`, in all their conversations, leaves this host's index (their threads were deleted);
+    how many. An index file that does not exist yet is left uncreated."""
+    if not Path(cfg.index_file).exists():
+        return 0
+    with open_index(cfg) as index:
+        theirs = [d for d in index.documents() if d.owner == user]
+        for d in theirs:
+            index.remove(d.doc_id)
+    return len(theirs)
 
 
 def upload_summary(outcomes: list[ingest.Outcome]) -> tuple[str, list[str]]:

@@ -3,12 +3,14 @@
 `Flow.on_user_message` turns what the user typed into the next step: `Ask` (stay in
 collecting_info and ask for what is missing), `Generate` (the system prompt and user content to
 send), or `Busy` (a message arrived while a reply is still generating). The app then reports how
-the generation ended with `done` / `stopped` / `failed`.
+the generation ended with `done` / `stopped` / `failed`. A resumed thread's flow is rebuilt by
+`replay`ing its user messages: the state depends on nothing else.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ernie_ops.chat.config import ChatFieldConfig, ScenarioConfig
@@ -160,6 +162,15 @@ class Flow:
         example = "；".join(f"{_name(f)}: …" for f in missing)
         head = "\n".join([*bad, "请提供以下信息 / Please provide:"])
         return f"{head}\n" + "\n".join(lines) + f"\n\n可以一条消息写完，例如 / in one message, e.g.: `{example}`"
+
+    def replay(self, texts: Iterable[str]) -> None:
+        """A resumed thread's user messages, oldest first, through the flow again (pure: no model call), so it
+        continues where the thread was left: the fields collected, the original request, the state (asking for
+        what is still missing), whether the template was sent. Every generation of the thread ended (done,
+        stopped or failed alike lead back to idle), so each replayed `Generate` is taken as ended."""
+        for text in texts:
+            if isinstance(self.on_user_message(text), Generate):
+                self.finished("done")
 
     def finished(self, outcome: str) -> None:
         """`done`, `stopped` or `failed`: the reply is over, the session takes messages again."""

@@ -12,7 +12,9 @@ the card's props. Here: which element shows what, and what each button does.
 - Each post is a CopyPost card; the app keeps (element, request, index) per card id in the session, so
   `copy_regenerate` rewrites that card only, from the request the app validated (the browser sends only
   the card id), and compares the new post with the other cards of the same request (near-duplicates).
-  A card of an earlier chat (after a reload) is refused with a sentence.
+  A card stores its request's values too (a prop the card does not show): a resumed thread's cards are
+  rewritten like the session's own, their request validated again (`cards.stored_cards`). A card the app
+  cannot rewrite (its request now refused, or stored before cards kept it) is refused with a sentence.
 - A CSV/XLSX dropped into the Marketing chat runs as a batch: a BatchProgress element updated at most
   every PROGRESS_EVERY seconds, then the posts as CSV and XLSX downloads and the rows that were skipped.
 """
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import chainlit as cl
 
-from ernie_ops.chat.cards import batch_report, form_props, post_props
+from ernie_ops.chat.cards import batch_report, form_props, post_props, stored_cards
 from ernie_ops.client.gateway import ChatError, GatewayClient
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.marketing import batch_io, channels
@@ -72,15 +74,23 @@ class CopyTool:
 
     def resume(self, stored: list[dict]) -> int:
         """A resumed thread's form (its stored element, the last one) is this session's again: it generates and
-        shows its errors in place. Its earlier cards are shown but not regenerated (their request is not
-        stored): 重写 on one says STALE_CARD. Returns the forms found (0 or 1)."""
+        shows its errors in place. Its cards are the session's again too (`cards.stored_cards`: one request per
+        generation, validated again with the current config), each as its stored element, so 重写 updates the
+        stored card in place. A card whose request the config now refuses, or one stored before cards kept
+        their request (no `request` prop), is not rewritten: 重写 on it says STALE_CARD.
+        Returns the forms found (0 or 1)."""
         forms = [e for e in stored if e.get("name") == "CopyForm" and e.get("id")]
         if forms:
             e = forms[-1]
             form = cl.CustomElement(id=e["id"], name="CopyForm", props=e.get("props") or form_props(self.cfg),
                                     display=e.get("display") or "inline", for_id=e.get("forId"), thread_id=e.get("threadId"))  # fmt: skip
             cl.user_session.set(FORM, form)
-        cl.user_session.set(CARDS, {})
+        cards = {}
+        for card, (e, request, index) in stored_cards(stored, self.cfg).items():
+            element = cl.CustomElement(id=e["id"], name="CopyPost", props=e["props"], display=e.get("display") or "inline",
+                                       for_id=e.get("forId"), thread_id=e.get("threadId"))  # fmt: skip
+            cards[card] = (element, request, index)
+        cl.user_session.set(CARDS, cards)
         return len(forms[-1:])
 
     async def _show_form(self, values: dict, errors: dict | None = None, failure: str | None = None) -> None:
@@ -108,7 +118,7 @@ class CopyTool:
         elements = []
         for index, post in enumerate(posts, start=1):  # 1-based, as CopyWriter.post counts (each index its own angle)
             card = uuid.uuid4().hex
-            element = cl.CustomElement(name="CopyPost", props=post_props(post, card, index, request.max_chars), display="inline")
+            element = cl.CustomElement(name="CopyPost", props=post_props(post, card, index, request.max_chars, request), display="inline")
             cards[card] = (element, request, index)
             elements.append(element)
         cl.user_session.set(CARDS, cards)
@@ -141,7 +151,7 @@ class CopyTool:
             log.warning("copy: regeneration failed: %s", exc)
             await cl.ErrorMessage(content=exc.user_text).send()
             return
-        element.props = post_props(post, element.props["card"], index, request.max_chars)
+        element.props = post_props(post, element.props["card"], index, request.max_chars, request)
         await element.update()
         log.info("copy: card %d of %r regenerated (%d attempt(s), ok=%s)", index, request.product, post.attempts, post.ok)
 

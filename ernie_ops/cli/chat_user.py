@@ -1,6 +1,8 @@
 """`ernie-ops chat-user add|remove|list`: the chat's users file (scrypt-hashed passwords). `remove` also offers
 to delete the user's conversations from the chat history (asked on a terminal; `--delete-threads` /
-`--keep-threads` for scripts; neither and no terminal: kept, and the command to delete them is printed)."""
+`--keep-threads` for scripts; neither and no terminal: kept, and the command to delete them is printed). Deleting
+them also drops the user's uploaded files from this host's docs index; other chat hosts drop theirs at their
+daily sweep of uploads whose thread is gone."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ernie_ops import config
 from ernie_ops.chat import users
 from ernie_ops.cli.args import Subcommands, subcommands
 from ernie_ops.cli.console import err_console, out_console, plain
-from ernie_ops.errors import EXIT_OK, UsageError
+from ernie_ops.errors import EXIT_OK, ErnieOpsError, UsageError
 
 
 def register(sub: Subcommands) -> None:
@@ -25,7 +27,13 @@ def register(sub: Subcommands) -> None:
         cp.add_argument("--users-file", help="default: chat.users_file from the config")
         if name == "remove":
             which = cp.add_mutually_exclusive_group()
-            which.add_argument("--delete-threads", action="store_true", default=None, help="delete their conversations too")
+            which.add_argument(
+                "--delete-threads",
+                action="store_true",
+                default=None,
+                help="delete their conversations too, and their uploads in this host's docs index "
+                "(other chat hosts drop theirs at their daily sweep)",
+            )
             which.add_argument("--keep-threads", dest="delete_threads", action="store_false", help="keep their conversations")
         cp.set_defaults(func=run)
     cl = cusub.add_parser("list", help="the user names")
@@ -55,7 +63,8 @@ def _threads_of_removed(args: argparse.Namespace) -> int:
         return EXIT_OK
     from ernie_ops.threads import database
 
-    history = config.load(args.config).chat.history
+    chat = config.load(args.config).chat
+    history = chat.history
     if not history.enabled and args.delete_threads is None:
         return EXIT_OK  # no history kept: nothing to offer
     url = database.existing_url(history)
@@ -63,7 +72,17 @@ def _threads_of_removed(args: argparse.Namespace) -> int:
     if deleted is None:
         plain(f"kept {name}'s conversations in the chat history (to delete them: {again})", err=True)
     else:
-        plain(f"deleted {deleted} conversation(s) of {name} from the chat history", err=True)
+        from ernie_ops.chat.docs_session import forget_uploads_of
+
+        try:
+            uploads = f"{forget_uploads_of(chat.docs, name)} uploaded document(s) from this host's docs index"
+        except ErnieOpsError as exc:  # the conversations are gone all the same; the app's daily sweep drops the rest
+            uploads = f"none of their uploads from this host's docs index ({exc}; the chat app's daily sweep removes them)"
+        plain(
+            f"deleted {deleted} conversation(s) of {name} from the chat history and {uploads} "
+            "(other chat hosts remove theirs at their daily sweep)",
+            err=True,
+        )
     return EXIT_OK
 
 

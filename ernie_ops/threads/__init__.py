@@ -7,6 +7,7 @@ the CLI (`ernie-ops chat feedback`, `ernie-ops chat-user remove`) and retention 
 - schema.py: the tables (SQLAlchemy Core) and the ordered migrations that build them;
 - database.py: config/environment -> database URL, engine, the SQLite file checks, migrating at open;
 - store.py: `ThreadStore`, every read and write, errors turned into `HistoryUnavailable`;
+- breaker.py: `Breaker`, after a database failure the store's calls fail at once for a while (one trial call then);
 - feedback.py: feedback rows -> the operator's report (pure);
 - retention.py: `apply_retention`, deleting threads idle for `chat.history.retention_days`.
 """

@@ -7,7 +7,9 @@ stored, so a write repeated after the database comes back duplicates nothing. Ev
 thread's `updated_at` (its last activity: the thread list's order and retention's clock).
 
 A database that cannot be reached or refuses a statement raises `HistoryUnavailable` (one sentence),
-never a raw SQLAlchemy or driver error.
+never a raw SQLAlchemy or driver error. After such a failure the store's breaker (breaker.py) makes every call
+fail at once for `breaker.OPEN_SECONDS`, then lets one call try the database: a server that hangs costs one
+call its timeout, not every call.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import binascii
 import functools
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ernie_ops.threads import database, schema
+from ernie_ops.threads.breaker import Breaker
 from ernie_ops.threads.errors import HistoryError, HistorySchemaError, HistoryUnavailable
 
 __all__ = ["FeedbackRow", "HistoryError", "HistorySchemaError", "HistoryUnavailable", "ThreadRow", "ThreadStore", "UserRow", "utc_now"]
@@ -85,17 +88,23 @@ def _text(content: bytes) -> str:
 
 
 def _guarded(doing: str):
-    """Turn a database or connection failure inside the method into HistoryUnavailable saying what failed."""
+    """Turn a database or connection failure inside the method into HistoryUnavailable saying what failed, and
+    keep the store's breaker: while it is open the method is not run and fails at once (breaker.py)."""
 
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self: ThreadStore, *args, **kwargs):
+            trial = self.breaker.enter(lambda why: f"the chat history database {self.where} could not {doing}: {why}")
             try:
-                return await method(self, *args, **kwargs)
-            except HistoryError:
-                raise
+                result = await method(self, *args, **kwargs)
             except (SQLAlchemyError, sqlite3.Error, OSError, TimeoutError) as exc:
+                self.breaker.failed(f"could not {doing}: {_reason(exc)}")
                 raise HistoryUnavailable(f"the chat history database {self.where} could not {doing}: {_reason(exc)}") from exc
+            except BaseException:  # HistoryError (the database answered, or was not asked), a cancellation
+                self.breaker.leave(trial)
+                raise
+            self.breaker.succeeded()
+            return result
 
         return guarded
 
@@ -140,19 +149,22 @@ def _thread_row(r) -> ThreadRow:
 class ThreadStore:
     """The history over one engine; `open` creates or migrates the schema first."""
 
-    def __init__(self, engine: AsyncEngine, url: str, now: Callable[[], datetime] = utc_now):
+    def __init__(self, engine: AsyncEngine, url: str, now: Callable[[], datetime] = utc_now, breaker: Breaker | None = None):
+        """`breaker`: shared by the stores opened one after another for one database (the chat app's, so that
+        opening again fails at once too); a new one by default."""
         self.engine = engine
+        self.breaker = breaker or Breaker()
         self.reader = engine.execution_options(**{database.READ_ONLY: True})  # same pool; reads wait for no writer
         self.where = database.shown(url)
         self.now = now
         self.warnings: list[str] = []  # sentences for the operator: a damaged file kept aside
 
     @classmethod
-    async def open(cls, url: str, *, now: Callable[[], datetime] = utc_now) -> ThreadStore:
+    async def open(cls, url: str, *, now: Callable[[], datetime] = utc_now, breaker: Breaker | None = None) -> ThreadStore:
         """Connect, create the schema of an empty database or migrate an older one. HistorySchemaError: a newer
-        schema or a database that is not ours; HistoryUnavailable: cannot connect."""
+        schema or a database that is not ours; HistoryUnavailable: cannot connect (at once while `breaker` is open)."""
         engine, kept = await asyncio.to_thread(database.create_engine, url)  # the SQLite file check reads it whole
-        store = cls(engine, url, now)
+        store = cls(engine, url, now, breaker)
         if kept:
             store.warnings.append(kept)
         try:
@@ -241,6 +253,16 @@ class ThreadStore:
         async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(t.c.user_identifier).where(t.c.id == thread_id))).scalar()
 
+    @_guarded("check which threads exist")
+    async def existing_threads(self, thread_ids: Iterable[str]) -> set[str]:
+        """Which of `thread_ids` are threads in this database (batched: a docs index's sweep asks for all its
+        conversations at once)."""
+        ids, t, found = sorted(set(thread_ids)), schema.threads, set()
+        async with self.reader.connect() as conn:
+            for start in range(0, len(ids), 500):
+                found.update((await conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids[start : start + 500])))).scalars())
+        return found
+
     @_guarded("list threads")
     async def list_threads(
         self, user: str, *, search: str | None = None, limit: int = 20, cursor: str | None = None
@@ -278,8 +300,7 @@ class ThreadStore:
             ids = list((await conn.execute(sa.select(t.c.id).where(t.c.user_identifier == user))).scalars())
             return await self._delete_threads(conn, ids)
 
-    @_guarded("delete old threads")
-    async def delete_older_than(self, cutoff: datetime) -> int:
+    async def delete_older_than(self, cutoff: datetime) -> int:  # guarded by delete_idle (one trial call, not two nested)
         """Threads whose last activity is before `cutoff`, with everything in them."""
         return len(await self.delete_idle(cutoff))
 

@@ -238,19 +238,36 @@ def test_a_login_on_one_chat_host_is_valid_on_the_other_and_both_reach_the_histo
         body, code = who.rsplit("\n", 1)
         assert code == "200" and json.loads(body)["identifier"] == USER, (sb, who)
     url = f"postgresql://ernie_chat:{DB_PASSWORD}@{fleet.lan.addresses['ans-edge']}:5432/ernie_chat"
+    # the URL (password included) never in an assert's expression: pytest prints its operands and call arguments
     for sb in (a, b):
         env = sb.run("cat /etc/ernie-ops/chat.env").stdout
-        assert f"ERNIE_OPS_CHAT_DATABASE_URL={url}\n" in env
-        assert sb.run(["psql", url, "-XAtc", "SELECT current_user"]).stdout.strip() == "ernie_chat"
+        holds_url = f"ERNIE_OPS_CHAT_DATABASE_URL={url}\n" in env
+        assert holds_url, f"{sb}: chat.env lacks the URL; it holds:\n{_masked(env)}"
+        user = _psql(sb, url, "SELECT current_user").stdout.strip()
+        assert user == "ernie_chat", (sb, user)
     # both apps opened it at start: the schema the first one created, at the version this ernie_ops knows
-    version = a.run(["psql", url, "-XAtc", "SELECT max(version) FROM schema_version"]).stdout.strip()
+    version = _psql(a, url, "SELECT max(version) FROM schema_version").stdout.strip()
     assert version == a.run([PY, "-c", "from ernie_ops.threads import schema; print(schema.CURRENT)"]).stdout.strip(), version
-    wrong = a.run(["psql", url.replace(DB_PASSWORD, "not-the-password"), "-XAtc", "SELECT 1"], check=False)
+    wrong = _psql(a, url.replace(DB_PASSWORD, "not-the-password"), "SELECT 1", check=False)
     assert wrong.returncode != 0 and "password authentication failed" in wrong.stderr, wrong.stderr
     # only the chat hosts may log in over the network: the edge's own lan address is not one of them
     edge_addr = fleet.lan.addresses["ans-edge"]
-    hba = edge.run(["psql", url, "-XAtc", "SELECT 1"], check=False)
+    hba = _psql(edge, url, "SELECT 1", check=False)
     assert hba.returncode != 0 and f'no pg_hba.conf entry for host "{edge_addr}"' in hba.stderr, hba.stderr
+
+
+def _masked(text: str) -> str:
+    return text.replace(DB_PASSWORD, "<DB_PASSWORD>")
+
+
+def _psql(sb: sandbox.Sandbox, url: str, sql: str, check: bool = True) -> subprocess.CompletedProcess:
+    """psql on `url` inside `sb`, its result and its failure (sandbox.run's message holds the command) with the
+    database password masked, so a failed assertion about it does not print the password."""
+    try:
+        r = sb.run(["psql", url, "-XAtc", sql], check=check)
+    except AssertionError as exc:
+        raise AssertionError(_masked(str(exc))) from None
+    return subprocess.CompletedProcess([_masked(arg) for arg in r.args], r.returncode, _masked(r.stdout), _masked(r.stderr))
 
 
 def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):

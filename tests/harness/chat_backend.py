@@ -1,4 +1,4 @@
-"""What the chat backend tests read: a Sink that keeps what the browser would show (`Recorder`), and the
+"""What the chat backend tests read: a Sink that keeps what the browser would show (`Recorder`, from recording_sink), and the
 engine's own request/token counters from its /metrics, read once nothing runs (`settled_counters`).
 """
 
@@ -9,33 +9,9 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.harness.recording_sink import Recorder
 
-class Recorder:
-    """A Sink that keeps what the browser would show."""
-
-    def __init__(self) -> None:
-        self.tokens: list[str] = []
-        self.final: str | None = None
-        self.source: str | None = None
-        self.sources: list = []
-        self.said: list[str] = []
-        self.failed: list[str] = []
-
-    async def token(self, piece: str) -> None:
-        self.tokens.append(piece)
-
-    async def finish(self, text: str, sources: list) -> None:
-        self.final, self.sources = text, sources
-        self.source = next((s.text for s in sources if s.display == "inline"), None)
-
-    async def say(self, text: str) -> None:
-        self.said.append(text)
-
-    async def fail(self, text: str) -> None:
-        self.failed.append(text)
-
-    async def stopped(self) -> None:
-        self.said.append("(stopped)")
+__all__ = ["Recorder", "engine_counters", "settled_counters"]
 
 
 def engine_counters(port: int) -> dict[str, float]:

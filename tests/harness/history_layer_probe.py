@@ -3,6 +3,7 @@ context and session objects and prints one JSON object. Called by tests/integrat
 
     python -m tests.harness.history_layer_probe resume200 DB_URL   # a thread of 200 messages saved, then opened
     python -m tests.harness.history_layer_probe down DB_URL        # writes against a database that cannot be reached
+    python -m tests.harness.history_layer_probe hung DB_URL        # writes against a server that never answers
 
 The working directory must be a scratch dir (Chainlit writes .chainlit/ there at import).
 """
@@ -158,9 +159,49 @@ async def down(url: str) -> dict:
     return {"toasts": toasts, "thread": thread, "user": user.identifier, "listed": listed.data, "author": author}
 
 
+async def hung(url: str) -> dict:
+    """10 messages saved against a server that accepts connections and never answers (frozen, or its address
+    black-holed), each session's store opened as the chat app opens it (app.py's `_open_history`: one breaker
+    shared by the re-opens), and with a new breaker at each open (every open waits for the connect timeout:
+    the app before the breaker). Seconds per message and the toasts each session got."""
+    from ernie_ops.threads.breaker import Breaker
+    from ernie_ops.threads.store import ThreadStore
+
+    shared = Breaker()
+    with_breaker = await _ten_messages(lambda: ThreadStore.open(url, breaker=shared))
+    without = await _ten_messages(lambda: ThreadStore.open(url, breaker=Breaker()))
+    return {"with": with_breaker, "without": without, "state": shared.state}
+
+
+async def _ten_messages(opener) -> dict:
+    from chainlit.context import init_ws_context
+    from chainlit.session import WebsocketSession
+
+    from ernie_ops.chat.data_layer import HistoryLayer
+
+    layer = HistoryLayer(opener)
+    toasts = []
+
+    async def emit(event, data):
+        if event == "toast":
+            toasts.append(data)
+
+    session = WebsocketSession(id=str(uuid.uuid4()), socket_id="h", emit=emit, emit_call=None, user_env={},
+                               client_type="webapp", thread_id=str(uuid.uuid4()))  # fmt: skip
+    session.has_first_interaction = True  # past the first message: writes go out at once
+    init_ws_context(session)
+    seconds = []
+    for s in messages(session.thread_id, 10):
+        began = time.perf_counter()
+        await layer.create_step(s)
+        seconds.append(time.perf_counter() - began)
+    await layer.close()
+    return {"seconds": seconds, "toasts": len(toasts)}
+
+
 def main() -> None:
     mode, url = sys.argv[1], sys.argv[2]
-    result = asyncio.run({"resume200": resume200, "down": down}[mode](url))
+    result = asyncio.run({"resume200": resume200, "down": down, "hung": hung}[mode](url))
     print(json.dumps(result, ensure_ascii=False, default=str))
 
 

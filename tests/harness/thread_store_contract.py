@@ -235,6 +235,15 @@ async def check_deleting_a_users_threads_leaves_everyone_elses(store: ThreadStor
     assert await count(store, schema.feedback) == 1 and await count(store, schema.elements) == 1
 
 
+async def check_which_of_many_thread_ids_exist_is_one_batch_answer(store: ThreadStore, clock: Clock) -> None:
+    for i in range(3):
+        await store.upsert_thread(f"t{i}", user="ann")
+    await store.delete_thread("t1")
+    asked = [f"t{i}" for i in range(1200)]  # more than one batch of the IN list
+    assert await store.existing_threads(asked) == {"t0", "t2"}
+    assert await store.existing_threads([]) == set()
+
+
 async def check_old_threads_go_by_their_last_activity(store: ThreadStore, clock: Clock) -> None:
     clock.t = datetime.now(UTC) - timedelta(days=40)
     await _thread_with_everything(store, clock, "idle", "ann")
@@ -343,6 +352,7 @@ CHECKS: list[Check] = [
     check_the_cursor_pages_through_every_thread_once,
     check_deleting_a_thread_removes_its_steps_elements_bytes_and_feedback,
     check_deleting_a_users_threads_leaves_everyone_elses,
+    check_which_of_many_thread_ids_exist_is_one_batch_answer,
     check_old_threads_go_by_their_last_activity,
     check_feedback_comes_with_its_question_answer_and_sources,
     check_deleting_a_step_deletes_its_feedback,

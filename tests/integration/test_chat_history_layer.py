@@ -5,6 +5,7 @@ The app's routes over the same layer (ownership): tests/integration/test_chat_ap
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import subprocess
 from pathlib import Path
@@ -51,3 +52,22 @@ def test_database_unreachable_the_chat_goes_on_and_each_session_is_told_once(tmp
     assert got["thread"] is None  # a thread that cannot be read is "not found": the chat starts fresh
     assert got["user"] == "alice" and got["listed"] == []  # logged in all the same; an empty sidebar
     assert got["author"] == 503  # whose thread it is cannot be checked: refused, not opened
+
+
+def test_a_server_that_never_answers_costs_the_first_message_the_timeout_and_the_next_ones_nothing(tmp_path, venv):
+    """A listening socket that never accepts: the kernel completes the connection, nothing answers, as a frozen
+    server or a black-holed address behaves (the driver waits for its connect timeout, 1 s here). With the app's
+    shared breaker the first message waits for it, the next nine do not (fails at once: < 1 s is 100x apart from
+    the timeout's order of magnitude); the session is told once either way."""
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(64)
+        url = f"postgresql+asyncpg://ernie:pw@127.0.0.1:{hole.getsockname()[1]}/history?timeout=1&command_timeout=1"
+        got = probe(venv, tmp_path, "hung", url)
+    with_breaker, without = got["with"]["seconds"], got["without"]["seconds"]
+    print(f"\n10 messages saved, server never answering (connect timeout 1 s): no breaker {sum(without):.2f} s "
+          f"(max {max(without) * 1000:.0f} ms), with the app's breaker {sum(with_breaker):.2f} s (first {with_breaker[0] * 1000:.0f} ms, "
+          f"then max {max(with_breaker[1:]) * 1000:.1f} ms)")  # fmt: skip
+    assert min(without) > 0.5, without  # each message waited for a connect timeout
+    assert with_breaker[0] > 0.5 and max(with_breaker[1:]) < 0.5, with_breaker
+    assert got["with"]["toasts"] == got["without"]["toasts"] == 1 and got["state"] == "open"

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.threads.breaker import OPEN_SECONDS, Breaker
 from ernie_ops.threads.errors import HistorySchemaError, HistoryUnavailable
 from ernie_ops.threads.store import ThreadStore
 from tests.harness import postgres, tiers
@@ -74,12 +75,17 @@ async def _until_unavailable(call, bound_s: float) -> tuple[BaseException, float
     pytest.fail("the store wrote to a server that is down")
 
 
+# This test and the frozen one are of the driver's errors and timeouts and of the same store writing again once
+# the server is back: their store's breaker has no open period (every call tries the server). The breaker's
+# own test: test_a_frozen_server_costs_the_timeout_once_then_calls_fail_at_once_until_the_trial.
+
+
 def test_server_stopped_then_started_same_store_no_duplicate(own_server):
     pg = own_server
     url = pg.create_database("stopped")
 
     async def scenario() -> None:
-        store = await ThreadStore.open(url)
+        store = await ThreadStore.open(url, breaker=Breaker(open_seconds=0))  # see above
         try:
             await store.upsert_thread("t-1", user="alice", name="季度计划")
             await store.upsert_step(step("s-1", "t-1", "第一版", 3))
@@ -116,7 +122,7 @@ def test_server_frozen_reports_within_the_timeouts_then_resumes(own_server):
     url = pg.create_database("frozen") + f"?timeout={CONNECT_S}&command_timeout={COMMAND_S}"
 
     async def scenario() -> None:
-        store = await ThreadStore.open(url)
+        store = await ThreadStore.open(url, breaker=Breaker(open_seconds=0))  # as in the stopped server's test
         try:
             await store.upsert_step(step("s-1", "t-1", "冻结前", 2))
             pg.freeze()
@@ -135,6 +141,68 @@ def test_server_frozen_reports_within_the_timeouts_then_resumes(own_server):
 
     asyncio.run(scenario())
     assert rows(pg, "frozen", "SELECT count(*) FROM steps WHERE id = 's-1'") == "1"
+
+
+def _ms(seconds: list[float]) -> str:
+    return " ".join(f"{x * 1000:.1f}" for x in seconds)
+
+
+async def _ten_writes(store: ThreadStore, step_id: str) -> list[float]:
+    """Seconds each of 10 consecutive saves of one message took to be refused (the chat saves one per message)."""
+    took = []
+    for n in range(10):
+        began = time.monotonic()
+        try:
+            await asyncio.wait_for(store.upsert_step(step(step_id, "t-1", f"冻结中 {n}", 2)), CONNECT_S + COMMAND_S + 30)
+        except HistoryUnavailable:
+            took.append(time.monotonic() - began)
+        else:
+            pytest.fail("the store wrote to a frozen server")
+    return took
+
+
+def test_a_frozen_server_costs_the_timeout_once_then_calls_fail_at_once_until_the_trial(own_server):
+    """The store's breaker (ernie_ops/threads/breaker.py) on a frozen server, 10 consecutive saves: with no open
+    period (as before the breaker) each waits for the timeouts; with the default period the first waits, the
+    next nine fail at once. Thawed, the server is not tried before the period ends (a fake clock moves it on,
+    not 30 s of waiting); then one save is the trial and closes it; one row per message."""
+    pg = own_server
+    url = pg.create_database("breaker") + f"?timeout={CONNECT_S}&command_timeout={COMMAND_S}"
+    clock = {"seconds": 0.0}
+
+    async def scenario() -> tuple[list[float], list[float]]:
+        without = await ThreadStore.open(url, breaker=Breaker(open_seconds=0))
+        breaker = Breaker(clock=lambda: clock["seconds"])  # the default open period, OPEN_SECONDS
+        store = await ThreadStore.open(url, breaker=breaker)
+        try:
+            await without.upsert_step(step("s-1", "t-1", "冻结前", 3))
+            await store.upsert_step(step("s-2", "t-1", "冻结前", 2))
+            pg.freeze()
+            try:
+                before = await _ten_writes(without, "s-1")
+                after = await _ten_writes(store, "s-2")
+            finally:
+                pg.thaw()
+            with pytest.raises(HistoryUnavailable, match=r"could not save a message: not tried: it fails since .* UTC, tried again at"):
+                await store.upsert_step(step("s-2", "t-1", "解冻后", 2))  # back, but within the open period: not tried
+            clock["seconds"] += OPEN_SECONDS
+            await store.upsert_step(step("s-2", "t-1", "解冻后", 2))  # the trial
+            assert breaker.state == "closed"
+            await store.upsert_step(step("s-3", "t-1", "之后", 1))
+            got = [(s["id"], s["output"]) for s in await store.steps("t-1")]
+            assert got == [("s-1", "冻结前"), ("s-2", "解冻后"), ("s-3", "之后")]
+            return before, after
+        finally:
+            await without.close()
+            await store.close()
+
+    before, after = asyncio.run(scenario())
+    print(f"\n10 saves, server frozen (timeouts {CONNECT_S} s connect, {COMMAND_S} s command), ms each:")
+    print(f"  no breaker:   total {sum(before):.2f} s: {_ms(before)}")
+    print(f"  with breaker: total {sum(after):.2f} s: {_ms(after)}")
+    assert min(before) > 1.0, before  # each waited for a timeout (seconds)
+    assert after[0] > 1.0 and max(after[1:]) < 1.0, after  # the first waited; the rest did not (a millisecond, not seconds)
+    assert rows(pg, "breaker", "SELECT count(*) FROM steps WHERE id = 's-2'") == "1"
 
 
 def test_concurrent_saves_of_one_step_merge_into_one_row(postgres_url):

@@ -464,8 +464,9 @@ def test_copy_batch_upload_shows_progress_and_downloads_the_posts(chat, sb, tmp_
 
 
 def test_copy_thread_resumed_its_form_generates_again(chat, sb):
-    """History on: a marketing thread resumes with its form and cards; the form is the session's again (a missing
-    product is refused under the field, in place) and generates three new cards."""
+    """History on: a marketing thread resumes with its form and cards; 重写 on an earlier card rewrites that card
+    only (the card keeps its request); the form is the session's again (a missing product is refused under the
+    field, in place) and generates three new cards."""
     _logged_in(chat)
     chat.new_chat()
     chat.choose_profile(COPY_PROFILE)
@@ -479,6 +480,21 @@ def test_copy_thread_resumed_its_form_generates_again(chat, sb):
     assert chat.thread_id() == thread
     chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 3", timeout=30_000)
     chat.shot("22a-copy-thread-resumed")
+    before = _cards(chat)
+    since = now(sb)
+    chat.page.locator(".copy-post").nth(2).locator(".regenerate-button").click()
+    chat.page.wait_for_function(
+        "(old) => { const t = [...document.querySelectorAll('.copy-post .copy-text')].map(e => e.innerText.trim());"
+        " return t.length === 3 && t[2] !== old; }",
+        arg=before[2],
+        timeout=120_000,
+    )
+    after = _cards(chat)
+    chat.shot("22b-copy-resumed-card-rewritten")
+    assert after[0] == before[0] and after[1] == before[1] and after[2] != before[2], (before, after)
+    assert chat.page.get_by_text("这张卡片属于之前的对话").count() == 0  # not refused as a stale card
+    journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
+    assert "copy: card 3 of '保温杯 T2' regenerated" in journal, journal[-2000:]
     chat.page.fill("#copy-product", "")
     chat.page.click("#copy-generate")
     chat.page.wait_for_selector("#copy-error-product", timeout=30_000)
@@ -486,7 +502,7 @@ def test_copy_thread_resumed_its_form_generates_again(chat, sb):
     chat.page.fill("#copy-selling_points", "24 小时保温")
     chat.page.click("#copy-generate")
     chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 6", timeout=120_000)
-    chat.shot("22b-copy-resumed-generates-again")
+    chat.shot("22c-copy-resumed-generates-again")
 
 
 def _hr_export(sb) -> None:

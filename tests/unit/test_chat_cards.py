@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from ernie_ops import config
 from ernie_ops.chat import cards
 from ernie_ops.marketing import rules
 from ernie_ops.marketing.batch import BatchSummary, FailedRow
 from ernie_ops.marketing.batch_io import Read, RowProblem
-from ernie_ops.marketing.generate import Post
+from ernie_ops.marketing.generate import CopyRequest, Post
 
 CFG = config.parse("chat:\n  marketing: {posts: 4, max_chars: 30}\n").chat.marketing
 
@@ -68,3 +71,58 @@ def test_the_chat_app_and_the_cli_reach_the_configured_gateway_with_the_key_from
         assert "Authorization" not in GatewayClient.from_config(cfg, {}).http.headers  # no key: no header, never from YAML
     finally:
         asyncio.run(client.aclose())
+
+
+def stored_card(post: Post, card: str, index: int, request, message: str, **kw) -> dict:
+    """A CopyPost element as the history store keeps it (Chainlit's ElementDict, props as last updated)."""
+    return {"id": f"el-{card}", "threadId": "t1", "type": "custom", "name": "CopyPost", "display": "inline", "forId": message,
+            "props": cards.post_props(post, card, index, request.max_chars, request) if request else
+            cards.post_props(post, card, index, 30)} | kw  # fmt: skip
+
+
+def test_a_card_keeps_the_values_of_its_request_and_they_give_the_same_request_back():
+    request = CopyRequest.from_form({"product": "耳机", "selling_points": "降噪", "channel": "微博", "max_chars": "50"}, CFG)
+    props = cards.post_props(Post("安静通勤", 4), "c1", 1, request.max_chars, request)
+    assert props["request"] == {"product": "耳机", "selling_points": "降噪", "audience": "", "tone": "", "posts": 4,
+                                "max_chars": 50, "channel": "weibo"}  # fmt: skip
+    assert json.loads(json.dumps(props)) == props  # stored as JSON
+    assert CopyRequest.from_form(props["request"], CFG) == request
+    assert "request" not in cards.post_props(Post("安静通勤", 4), "c1", 1, 30)
+
+
+def test_a_resumed_threads_cards_get_their_request_back_one_per_generation():
+    values = {"product": "保温杯", "selling_points": "12 小时保温", "posts": 2}
+    first, again = CopyRequest.from_form(values, CFG), CopyRequest.from_form(values, CFG)  # the same values, generated twice
+    gone = dataclasses.replace(first, channel="douyin")  # a channel this ernie-ops does not have (any more)
+    stored = [
+        {"id": "form", "name": "CopyForm", "props": cards.form_props(CFG, values)},
+        stored_card(Post("一", 1), "a1", 1, first, "m1"),
+        stored_card(Post("二（重写过）", 6, attempts=2), "a2", 2, first, "m1"),
+        stored_card(Post("三", 1), "b1", 1, again, "m2"),
+        stored_card(Post("四", 1), "b2", 2, again, "m2"),
+        stored_card(Post("旧", 1), "old", 1, None, "m0"),  # stored before cards kept their request
+        stored_card(Post("抖音", 2), "d1", 1, gone, "m3"),
+    ]
+    found = cards.stored_cards(stored, CFG)
+    assert sorted(found) == ["a1", "a2", "b1", "b2"]  # the old card and the refused request's stay stale
+    a1, a2, b1, b2 = (found[c] for c in ("a1", "a2", "b1", "b2"))
+    assert a1.request == first and a1.request is a2.request and b1.request is b2.request
+    assert a1.request is not b1.request  # a rewrite compares a card with its own generation only
+    assert (a1.index, a2.index, b2.index) == (1, 2, 2)
+    assert a2.element["id"] == "el-a2" and a2.element["forId"] == "m1" and a2.element["threadId"] == "t1"
+    assert a2.element["props"]["text"] == "二（重写过）" and a2.element["props"]["attempts"] == 2  # as last updated
+
+
+def test_stored_cards_skip_what_is_not_a_usable_card():
+    request = CopyRequest.from_form({"product": "台灯", "posts": 2}, CFG)
+    good = stored_card(Post("护眼", 2), "ok", 1, request, "m1")
+    broken = [
+        {**good, "id": None},
+        {**good, "name": "OnboardingItem"},
+        {**good, "props": "not a dict"},
+        stored_card(Post("x", 1), "idx3", 3, request, "m1"),  # an index past the request's posts
+        {**good, "props": {**good["props"], "card": "bool", "index": True}},
+        {**good, "props": {**good["props"], "card": "list", "request": ["台灯"]}},
+        {**good, "props": {**good["props"], "card": "posts", "request": {**good["props"]["request"], "posts": 99}}},
+    ]
+    assert list(cards.stored_cards([*broken, good], CFG)) == ["ok"]

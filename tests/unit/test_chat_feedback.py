@@ -208,3 +208,30 @@ def test_delete_threads_after_the_user_was_removed_keeping_them(tmp_path, capsys
     assert asyncio.run(_owned(_history(tmp_path)))["ann"] == 0
     assert cli.main(["--config", cfg, "chat-user", "remove", "ann"]) == 2  # without the flag: the usual error
     assert "no user 'ann'" in capsys.readouterr().err
+
+
+def test_deleting_a_users_threads_drops_their_uploads_from_this_hosts_docs_index(tmp_path, capsys, monkeypatch):
+    """Real docs index: ann's uploads (in two conversations) go with her threads, bob's stay; the line and the help say
+    which host's index that is."""
+    from ernie_ops.chat.docs_session import DocsSession, Upload
+    from ernie_ops.docs.config import DocsConfig
+    from ernie_ops.docs.store import Index
+
+    index_file = tmp_path / "docs" / "index.sqlite"
+    _setup_users(tmp_path)
+    cfg = _config(tmp_path, f"  docs:\n    index_file: {index_file}\n")  # the same config, with this host's docs index
+    note = tmp_path / "note.md"
+    note.write_text("# 备份\n\n数据库每天凌晨两点备份。\n", encoding="utf-8")
+    docs = DocsConfig.model_validate({"index_file": str(index_file)})
+    for user, thread in (("ann", "ann-t"), ("ann", "ann-old"), ("bob", "bob-t")):
+        assert [o.action for o in asyncio.run(DocsSession(docs, user, thread).upload([Upload(str(note), "note.md")]))] == ["added"]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert cli.main(["--config", cfg, "chat-user", "remove", "ann", "--delete-threads"]) == 0
+    err = capsys.readouterr().err
+    assert "deleted 1 conversation(s) of ann from the chat history and 2 uploaded document(s) from this host's docs index" in err
+    assert "other chat hosts remove theirs at their daily sweep" in err
+    with Index(str(index_file)) as index:
+        assert [(d.owner, d.conversation) for d in index.documents() if d.owner] == [("bob", "bob-t")]
+    with pytest.raises(SystemExit):
+        cli.main(["chat-user", "remove", "--help"])
+    assert "their uploads in this host's docs index" in " ".join(capsys.readouterr().out.split())

@@ -146,3 +146,20 @@ def test_reset_starts_the_scenario_over():
     flow.reset()
     assert flow.state == "idle" and flow.values == {}
     assert isinstance(flow.on_user_message("hi"), Ask)
+
+
+def test_a_resumed_support_thread_has_the_phone_it_was_given_and_asks_for_the_address_only():
+    """The thread's user messages replayed (no model): the phone stays collected, the request too, and the next
+    answer is the address; a thread whose reply was generated is idle with both fields, its template sent."""
+    flow = Flow(SCENARIOS["Support"])
+    flow.replay(["我的快递三天了还没到", "13800138000"])
+    assert flow.state == "collecting_info" and flow.values == {"phone": "13800138000"}
+    assert [f.name for f in flow.missing()] == ["address"]
+    step = flow.on_user_message("北京市海淀区中关村大街1号")
+    assert isinstance(step, Generate)
+    assert step.user.startswith("客户的问题：我的快递三天了还没到\n联系电话：13800138000\n地址：北京市海淀区中关村大街1号\n"), step.user
+    done = Flow(SCENARIOS["Support"])
+    done.replay(["我的快递三天了还没到。电话：13800138000", "北京市海淀区中关村大街1号", "还要多久？"])
+    assert done.state == "idle" and done.values == {"phone": "13800138000", "address": "北京市海淀区中关村大街1号"}
+    follow = done.on_user_message("能退货吗？")  # the template was sent before the resume: not again
+    assert isinstance(follow, Generate) and follow.user == "能退货吗？" and "北京市海淀区中关村大街1号" in follow.system

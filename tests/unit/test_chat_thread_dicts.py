@@ -13,6 +13,7 @@ from ernie_ops import config
 from ernie_ops.chat import history, thread_dicts
 from ernie_ops.chat.conversation import Conversation
 from ernie_ops.client.gateway import GatewayClient, Timeouts
+from tests.harness.recording_sink import Recorder
 
 
 class CharCounter:
@@ -20,26 +21,6 @@ class CharCounter:
 
     async def count(self, messages):
         return history.Count(sum(len(m["content"]) + 4 for m in messages), True, None)
-
-
-class Recorder:
-    def __init__(self):
-        self.failed, self.said = [], []
-
-    async def token(self, piece):
-        pass
-
-    async def finish(self, text, sources):
-        pass
-
-    async def say(self, text):
-        self.said.append(text)
-
-    async def fail(self, text):
-        self.failed.append(text)
-
-    async def stopped(self):
-        pass
 
 
 def steps(n: int) -> list[dict]:
@@ -166,3 +147,24 @@ def test_a_resumed_docs_thread_numbers_its_passages_on_from_the_highest_shown():
     shown = [{"name": "【1】"}, {"name": "【12】"}, {"name": "rollback.md"}, {"name": "【3】"}, {"name": "x【4】"}]
     assert thread_dicts.sources_shown(shown) == 12
     assert thread_dicts.sources_shown([{"name": "OnboardingItem"}]) == 0
+
+
+def test_a_resumed_support_thread_keeps_the_phone_its_user_gave_and_the_address_completes_the_request():
+    chat = config.parse("").chat
+    support = next(s for s in chat.effective_scenarios() if s.fields)
+    stored = [
+        {"type": "user_message", "output": "我的快递三天了还没到。电话：13800138000"},
+        {"type": "assistant_message", "output": "请提供以下信息 / Please provide:\n- 地址 address"},
+    ]
+    with socket.socket() as s:  # bound, not listening: a real refusal after the prompt is fitted
+        s.bind(("127.0.0.1", 0))
+        client = GatewayClient(f"http://127.0.0.1:{s.getsockname()[1]}", "m", Timeouts(connect=2, read=2, reply=5))
+        conv = Conversation(support, chat, history.Budget(100_000, 0, 0), client, CharCounter())
+        conv.restore(thread_dicts.conversation_messages(stored))
+        assert conv.flow.state == "collecting_info" and conv.flow.values == {"phone": "13800138000"}
+        said = Recorder()
+        out = asyncio.run(conv.on_user_message("北京市海淀区中关村大街1号", said))
+    assert said.said == [] and out.fitted is not None  # not asked again: the request went to the model
+    sent = out.fitted.messages[-1]["content"]
+    assert sent.startswith("客户的问题：我的快递三天了还没到\n联系电话：13800138000\n地址：北京市海淀区中关村大街1号"), sent
+    assert "- 联系电话 phone: 13800138000" in out.fitted.messages[0]["content"]

@@ -19,6 +19,7 @@ from ernie_ops.docs import store
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope, StoreError
 from ernie_ops.files import sqlite_file
+from tests.harness import sqlite_damage
 
 
 def _chunks(*texts: str, page: int | None = None, heading: tuple[str, ...] = ()) -> list[Chunk]:
@@ -223,24 +224,16 @@ def _build(path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("damage", ["pages", "header_then_garbage", "truncated"])
+@pytest.mark.parametrize("damage", sqlite_damage.KINDS)
 def test_a_damaged_index_is_kept_aside_and_a_fresh_one_started(tmp_path, damage):
     path = tmp_path / "docs.sqlite"
     _build(path)
-    data = bytearray(path.read_bytes())
-    if damage == "pages":
-        for off in range(4096 * 2, len(data), 4096 * 3):  # overwrite every third page from page 3
-            data[off : off + 4096] = b"\xa5" * 4096
-    elif damage == "header_then_garbage":
-        data = bytearray(sqlite_file.SQLITE_HEADER + b"\x13\x37" * 3000)
-    else:
-        data = data[: len(data) // 2]
-    path.write_bytes(bytes(data))
+    data = sqlite_damage.damage_file(path, damage)
     with Index(path) as idx:
         (warning,) = idx.warnings
         (aside,) = tmp_path.glob("docs.sqlite.corrupt-*")
         assert re.fullmatch(r"docs\.sqlite\.corrupt-\d{8}T\d{6}Z", aside.name)
-        assert aside.read_bytes() == bytes(data)
+        assert aside.read_bytes() == data
         assert warning.startswith(f"the document index {path} was damaged (")
         assert warning.endswith(f"; kept it as {aside} and started an empty index: add the documents again")
         assert idx.documents() == []

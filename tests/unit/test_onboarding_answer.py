@@ -24,6 +24,7 @@ from ernie_ops.onboarding.service import Onboarding, connector_for, finder
 from ernie_ops.onboarding.window import OnboardingOver, window
 from tests.harness.dates import day
 from tests.harness.onboarding import TEMPLATES, Writer, make_cfg, write_csv
+from tests.harness.recording_sink import Recorder
 
 
 def today():
@@ -108,28 +109,6 @@ def test_the_service_prompt_follows_the_confirmations_and_the_window(tmp_path):
 
 
 # ---- the routing: a typed question goes to the model with that prompt ----------------------------------------
-
-
-class Recorder:
-    """The chat's Sink, recording what the user would see."""
-
-    def __init__(self):
-        self.said, self.failed, self.finished = [], [], []
-
-    async def token(self, piece):
-        pass
-
-    async def finish(self, text, sources):
-        self.finished.append(text)
-
-    async def say(self, text):
-        self.said.append(text)
-
-    async def fail(self, text):
-        self.failed.append(text)
-
-    async def stopped(self):
-        pass
 
 
 def conversation(url: str) -> Conversation:

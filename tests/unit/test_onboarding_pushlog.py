@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.files import sqlite_file
 from ernie_ops.onboarding import pushlog
 from ernie_ops.onboarding.pushlog import NewItem, PushLog, PushLogError
+from tests.harness import sqlite_damage
 
 ITEMS = [
     NewItem("welcome", "welcome", "欢迎加入研发部，小王！"),
@@ -226,24 +226,16 @@ def _build(path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("damage", ["pages", "header_then_garbage", "truncated"])
+@pytest.mark.parametrize("damage", sqlite_damage.KINDS)
 def test_a_damaged_log_is_kept_aside_and_a_fresh_one_started(tmp_path, damage):
     path = tmp_path / "onboarding.sqlite"
     _build(path)
-    data = bytearray(path.read_bytes())
-    if damage == "pages":
-        for off in range(4096 * 2, len(data), 4096 * 3):
-            data[off : off + 4096] = b"\xa5" * 4096
-    elif damage == "header_then_garbage":
-        data = bytearray(sqlite_file.SQLITE_HEADER + b"\x13\x37" * 3000)
-    else:
-        data = data[: len(data) // 2]
-    path.write_bytes(bytes(data))
+    data = sqlite_damage.damage_file(path, damage)
     with PushLog(path) as pl:
         (warning,) = pl.warnings
         (aside,) = tmp_path.glob("onboarding.sqlite.corrupt-*")
         assert re.fullmatch(r"onboarding\.sqlite\.corrupt-\d{8}T\d{6}Z", aside.name)
-        assert aside.read_bytes() == bytes(data)
+        assert aside.read_bytes() == data
         assert warning.startswith(f"the onboarding push log {path} was damaged (")
         assert warning.endswith(f"; kept it as {aside} and started an empty log: items will be pushed again and must be confirmed again")
         assert pl.items("e1") == []

@@ -14,9 +14,10 @@ import pytest
 from sqlalchemy import event
 
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.files import sqlite_file
 from ernie_ops.threads import database, schema
+from ernie_ops.threads.breaker import Breaker
 from ernie_ops.threads.store import HistorySchemaError, HistoryUnavailable, ThreadStore
+from tests.harness import sqlite_damage
 from tests.harness.thread_store_contract import step
 
 
@@ -119,19 +120,11 @@ def test_a_file_that_is_not_a_history_is_refused_and_left_alone(tmp_path):
     assert list(tmp_path.glob("*.corrupt-*")) == []
 
 
-@pytest.mark.parametrize("damage", ["pages", "header_then_garbage", "truncated"])
+@pytest.mark.parametrize("damage", sqlite_damage.KINDS)
 def test_a_damaged_file_is_kept_aside_and_a_fresh_history_started(tmp_path, damage, caplog):
     path = tmp_path / "history.sqlite"
     run(_fill(path))
-    data = bytearray(path.read_bytes())
-    if damage == "pages":
-        for off in range(4096 * 2, len(data), 4096 * 3):
-            data[off : off + 4096] = b"\xa5" * 4096
-    elif damage == "header_then_garbage":
-        data = bytearray(sqlite_file.SQLITE_HEADER + b"\x13\x37" * 3000)
-    else:
-        data = data[: len(data) // 2]
-    path.write_bytes(bytes(data))
+    data = sqlite_damage.damage_file(path, damage)
 
     async def go():
         store = await ThreadStore.open(url(path))
@@ -139,7 +132,7 @@ def test_a_damaged_file_is_kept_aside_and_a_fresh_history_started(tmp_path, dama
             (warning,) = store.warnings
             (aside,) = tmp_path.glob("history.sqlite.corrupt-*")
             assert re.fullmatch(r"history\.sqlite\.corrupt-\d{8}T\d{6}Z", aside.name)
-            assert aside.read_bytes() == bytes(data)
+            assert aside.read_bytes() == data
             assert warning.startswith(f"the chat history {path} was damaged (")
             assert warning.endswith(f"; kept it as {aside} and started an empty history")
             assert warning in caplog.text
@@ -242,7 +235,8 @@ def test_a_full_database_refuses_a_write_in_one_sentence_and_writes_resume_witho
     limit = {"pages": 0}  # 0: no limit; SQLite's own max_page_count makes the file "full" for real
 
     async def go():
-        store = await ThreadStore.open(url(path))
+        # no open period: the write is tried again at once (the breaker's period: test_thread_breaker.py)
+        store = await ThreadStore.open(url(path), breaker=Breaker(open_seconds=0))
         try:
 
             @event.listens_for(store.engine.sync_engine, "connect")

@@ -1,6 +1,7 @@
 // One generated post as a card: its text, its character count against the limit, the rules it breaks
 // (flags), a copy button (clipboard, with a confirmation) and a regenerate button for this card only.
 // The app owns the text: `copy_regenerate` makes it write a new post and update this element's props.
+// props.request (the values the post was written from, kept for a resumed thread's rewrite) is not shown.
 import { useState } from "react"
 import { Button } from "@/components/ui/button"
 import { Badge } from "@/components/ui/badge"
