@@ -809,17 +809,18 @@ def test_a_host_powered_off_mid_conversation_loses_only_its_streams_and_the_user
         chat.login(USER, PASSWORD)
         try:
             chat.wait_ready()
-        except AssertionError:
+            chat.choose_profile("文档问答 Docs")
+        except Exception:
+            chat.shot("failed")
             for name in fleet.inference:
-                print(name, fleet.hosts[name].run(["journalctl", "--no-pager", "-u", "ernie-chainlit.service", "-n", "60"], check=False).stdout)
-            print(edge.run("tail -n 30 /var/log/nginx/ernie-edge.access.log").stdout)
+                print(name, fleet.hosts[name].run(["journalctl", "--no-pager", "-u", "ernie-chainlit", "-n", "80"], check=False).stdout)
+            print(edge.run("tail -n 40 /var/log/nginx/ernie-edge.access.log").stdout)
             raise
-        chat.choose_profile("文档问答 Docs")
         md = shots / "rollback.md"
-        md.write_bytes(doc_fixtures.markdown_zh())
+        md.write_text(ROLLBACK_MD)  # short: the prompt with its passages fits the chat's budget for the tiny model
         chat.attach([md])
         first = chat.reply(chat.send("回滚时恢复什么目录？"), timeout=120)
-        assert "rollback.md, 部署 > 升级 > 回滚" in first.text, first.text
+        assert "rollback.md, 部署 > 回滚" in first.text, first.text
         thread = chat.thread_id()
         chat.shot("1-docs-conversation-before")
         victim = _chat_host_of(fleet, edge)
@@ -849,7 +850,7 @@ def test_a_host_powered_off_mid_conversation_loses_only_its_streams_and_the_user
         chat.shot("2-same-thread-on-the-survivor")
         shown_after = _messages_shown(chat)
         assert _chat_host_of(fleet, edge) == survivor
-        again = chat.reply(chat.send("升级步骤是什么？先停止什么服务？"), timeout=120)
+        again = chat.reply(chat.send("升级前先停止什么服务？"), timeout=120)
         chat.shot("3-answered-from-the-upload-on-the-survivor")
     print(
         f"  reload after the power-off: thread resumed on {survivor} in {resumed_in:.1f} s; messages shown before {shown_before}, "
@@ -857,8 +858,13 @@ def test_a_host_powered_off_mid_conversation_loses_only_its_streams_and_the_user
     )
     print(f"  {survivor}'s journal: {_reindexed(fleet.hosts[survivor], thread)}")
     assert shown_after == shown_before, (shown_before, shown_after)
-    assert "rollback.md" in again.text and NO_ANSWER not in again.text, again.text
+    assert "rollback.md, 部署 > 升级" in again.text and NO_ANSWER not in again.text, again.text
     assert _reindexed(fleet.hosts[survivor], thread), f"{survivor} did not index the thread's upload from the database"
+
+
+ROLLBACK_MD = (
+    "# 部署\n\n## 回滚\n\n回滚时恢复备份目录 /var/lib/ernie/backup，然后重启服务。\n\n## 升级\n\n升级前先停止 ernie-chainlit 服务。\n"
+)
 
 
 def _power_off_under_load(fleet: provision.Fleet, victim: str, survivor: str) -> tuple[dict, dict, float]:
@@ -904,6 +910,8 @@ def _steps_stored(edge: sandbox.Sandbox, thread: str) -> int:
 
 
 def _reindexed(sb: sandbox.Sandbox, thread: str) -> str:
-    """The app's journal line saying it indexed a resumed thread's uploads from the history database ('' if none)."""
+    """The app's journal line saying it indexed uploads of a resumed thread from the history database ('' if none:
+    the line is written at each resume of a thread with uploads, with 0 when the host had them already)."""
     out = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", "ernie-chainlit.service"], check=False).stdout
-    return next((line for line in out.splitlines() if f"docs: thread {thread} " in line and "re-indexed" in line), "")
+    said = re.compile(rf"docs: thread {re.escape(thread)} of \S+: ([1-9]\d*) upload\(s\) re-indexed from the history database")
+    return next((line for line in out.splitlines() if said.search(line)), "")
