@@ -10,6 +10,7 @@ Module map (one concern per package; each package's docstring says what lives th
 - `chat/`      the Chainlit app and its conversation logic; `docs/` document Q&A; `marketing/` marketing
   copy; `onboarding/` the onboarding helper; `hr/` HR records (SCIM, exports); `threads/` the chat history
   (conversations, uploads, feedback per user; SQLite or PostgreSQL)
+- `evaluate/`  `eval`: a golden set (YAML) run through the chat and document Q&A pipelines, a weighted pass rate
 - `config.py` the one YAML config: loading, error reporting, the engine/gateway/cutover sections, and `chat`
   composed from the feature packages' own sections (`chat/config.py`, `docs/config.py`, `marketing/config.py`,
   `onboarding/config.py`, `hr/config.py`, `threads/config.py`; their shared base in `config_section.py`);

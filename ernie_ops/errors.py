@@ -7,6 +7,9 @@ from dataclasses import dataclass
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# A measurement that ran and came out below its bar (`ernie-ops eval`'s pass rate): apart from 1, which says it could
+# not be measured (model unreachable), so a script can tell a worse model from a broken run.
+EXIT_BELOW = 3
 
 
 class ErnieOpsError(Exception):

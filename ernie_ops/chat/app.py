@@ -416,8 +416,22 @@ async def on_message(message: cl.Message) -> None:
             ).send()  # fmt: skip
             if not asked:
                 return
+            await _keep_with_message(message, asked)
             await _index_uploads(conv.docs, [Upload(f.path, f.name, f.size) for f in asked])
     await conv.on_user_message(message.content, MessageSink())
+
+
+async def _keep_with_message(message: cl.Message, asked: list) -> None:
+    """Files given when the app asked for them (AskFileMessage) become the user's message's attachments, as files
+    sent with it are: with history the thread keeps their bytes (a resume on another host indexes them again; the
+    thread's deletion deletes them), and a resumed thread shows them under the question."""
+    if not HISTORY.enabled:
+        return
+    for f in asked:
+        try:
+            await cl.File(name=f.name, path=f.path, mime=f.type or None, display="inline").send(for_id=message.id)
+        except Exception as exc:  # the answer goes on; only the copy in the history is missing
+            log.warning("docs: %s not kept with its thread: %s", f.name, exc)
 
 
 async def _index_uploads(docs: DocsSession, uploads: list[Upload]) -> None:

@@ -28,6 +28,7 @@ from ernie_ops.cli import (
     copy,
     cutover,
     docs,
+    evaluate,
     gateway,
     hr,
     logs,
@@ -42,7 +43,9 @@ from ernie_ops.cli.console import err_console, print_error
 from ernie_ops.errors import ErnieOpsError
 
 # The command groups in the order `ernie-ops --help` lists them.
-GROUPS = (serve, cutover, bench, logs, top, monitoring, gateway, status, route, apply, config_check, chat, docs, hr, copy, chat_user)
+GROUPS = (
+    serve, cutover, bench, evaluate, logs, top, monitoring, gateway, status, route, apply, config_check, chat, docs, hr, copy, chat_user,
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

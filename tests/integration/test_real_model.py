@@ -7,6 +7,8 @@ integration tier stays on the tiny model. Greedy decoding makes the answers stab
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from ernie_ops.client import sse
 from tests.conftest import free_port, write_config
 from tests.harness import real_model, serve_proc
 
+SMOKE = Path(__file__).resolve().parents[2] / "ernie_ops" / "data" / "eval" / "smoke.yaml"
 QUESTION = "What is the capital of France?"
 MAX_TOKENS = 32
 
@@ -27,6 +30,7 @@ MAX_TOKENS = 32
 class Served:
     sp: serve_proc.ServeProcess
     ready_seconds: float  # from starting the launcher to READY=1
+    config: Path  # the ernie.yaml it was started from
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,7 @@ def served(real_model_dir: Path) -> Served:
     sp = serve_proc.start(cfg, port, work)
     try:
         ready_at = sp.wait_ready()
-        yield Served(sp, ready_at - started)
+        yield Served(sp, ready_at - started, cfg)
     finally:
         sp.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -106,3 +110,15 @@ def test_real_model_answers_the_france_question_in_transformers_and_served(real_
     )
     assert "Paris" in text, text
     assert f"{len(real_model.manifest_lines(real_model_dir))} file(s) match SHA256SUMS" in served.sp.log
+
+
+def test_the_real_model_passes_the_example_golden_set(served: Served):
+    """`ernie-ops eval` on the example set (ernie_ops/data/eval/smoke.yaml: chat and document cases, greedy) against
+    the served real model: every case passes, exit 0 (the random tiny model fails the same set: test_eval_command)."""
+    started = time.monotonic()
+    cmd = [sys.executable, "-m", "ernie_ops", "--config", str(served.config), "eval", str(SMOKE), "--port", str(served.sp.port)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    print(f"\nernie-ops eval, real model, {time.monotonic() - started:.1f} s:\n{done.stdout}{done.stderr}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pass rate 100.0% (weighted; 5 of 5 cases passed)" in done.stdout
+    assert "The capital of France is Paris." in done.stdout

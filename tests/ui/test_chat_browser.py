@@ -283,6 +283,14 @@ def test_docs_with_nothing_indexed_asks_for_files_then_answers_from_them(chat, s
     reply = chat.reply(n0)
     chat.shot("10b-docs-answer-from-the-asked-file")
     assert "ops.md, 部署 > 升级 > 回滚" in reply.text, reply.text
+    # the file given at the app's request is kept with the question like an attached one: its bytes in the history
+    # (what a resume on another host indexes again), under the thread's user message
+    thread = chat.thread_id()
+    query = (
+        "SELECT length(e.content) FROM elements e JOIN steps s ON s.id = e.for_id "
+        f"WHERE e.thread_id = '{thread}' AND s.type = 'user_message' AND json_extract(e.data, '$.name') = 'ops.md'"
+    )
+    assert _history_sql(sb, query) == [[len(doc_fixtures.markdown_zh())]]
 
 
 def test_docs_answer_cites_the_operators_collection_and_opens_the_passage(chat, sb):
