@@ -36,7 +36,9 @@ RULES = Path(__file__).resolve().parents[2] / "prometheus" / "ernie-ops.rules.ym
 PROMETHEUS = "http://127.0.0.1:9090"
 USER, PASSWORD = "alice", "pass-word-alice-1"
 DB_PASSWORD = secrets.token_urlsafe(24)
-CHAT = {"history": {"backend": "postgresql"}}  # the chat hosts keep their conversations in ans-edge's database
+# the chat hosts keep their conversations in ans-edge's database; replies of 256 tokens leave a Docs prompt (system,
+# passages, question) room in the tiny model's context (1536 after the upgrade: 1024-token replies left 480)
+CHAT = {"history": {"backend": "postgresql"}, "max_tokens": 256}
 CLI = "/opt/ernie-ops/venv/bin/ernie-ops"
 NO_ANSWER = "文档中没有找到能回答这个问题的内容"  # the start of docs_session.NO_ANSWER
 PY = "/opt/ernie-ops/venv/bin/python"
