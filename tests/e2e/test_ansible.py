@@ -36,8 +36,11 @@ RULES = Path(__file__).resolve().parents[2] / "prometheus" / "ernie-ops.rules.ym
 PROMETHEUS = "http://127.0.0.1:9090"
 USER, PASSWORD = "alice", "pass-word-alice-1"
 DB_PASSWORD = secrets.token_urlsafe(24)
-CHAT = {"history": {"backend": "postgresql"}}  # the chat hosts keep their conversations in ans-edge's database
+# the chat hosts keep their conversations in ans-edge's database; replies of 256 tokens leave a Docs prompt (system,
+# passages, question) room in the tiny model's context (1536 after the upgrade: 1024-token replies left 480)
+CHAT = {"history": {"backend": "postgresql"}, "max_tokens": 256}
 CLI = "/opt/ernie-ops/venv/bin/ernie-ops"
+NO_ANSWER = "文档中没有找到能回答这个问题的内容"  # the start of docs_session.NO_ANSWER
 PY = "/opt/ernie-ops/venv/bin/python"
 
 STREAM = """
@@ -162,7 +165,7 @@ def test_site_yml_provisions_serving_hosts(fleet, first_run):
         assert sums.returncode == 0, sums.stdout + sums.stderr
 
 
-EDGE_CA = "/tmp/ernie-edge-ca.pem"  # in ans-a: the edge's self-signed certificate, handed to its clients as their CA
+EDGE_CA = "/tmp/ernie-edge-ca.pem"  # in a lan client: the edge's self-signed certificate, handed to its clients as their CA
 
 
 def _edge(fleet: provision.Fleet) -> str:
@@ -174,10 +177,11 @@ def _gateway_of(fleet: provision.Fleet, name: str) -> str:
     return f"{fleet.lan.addresses[name]}:8081"
 
 
-def _edge_loop(fleet: provision.Fleet, threads: int = 2, max_tokens: int = 16, timeout: float = 60):
-    """openai clients (max_retries=0) in ans-a streaming through the edge over HTTPS, verifying its certificate."""
+def _edge_loop(fleet: provision.Fleet, threads: int = 2, max_tokens: int = 16, timeout: float = 60, client: str = "ans-a"):
+    """openai clients (max_retries=0) in `client` streaming through the edge over HTTPS, verifying its certificate."""
+    fleet.hosts[client].write(EDGE_CA, fleet.hosts["ans-edge"].run("cat /etc/ernie-ops/tls/gateway.crt").stdout)
     argv = [PY, "/srv/share/tests/harness/openai_loop.py", _edge(fleet), "ernie-tiny", str(threads), "--ca", EDGE_CA]
-    return fleet.hosts["ans-a"].spawn([*argv, "--max-tokens", str(max_tokens), "--timeout", str(timeout)])
+    return fleet.hosts[client].spawn([*argv, "--max-tokens", str(max_tokens), "--timeout", str(timeout)])
 
 
 def _loop_report(proc) -> dict:
@@ -786,36 +790,130 @@ def test_a_bad_hr_export_never_replaces_a_working_one(fleet, first_run, kb, hr):
                                "info: 1 employee past the onboarding window (start + 30 days):"], checked  # li.na, long ago  # fmt: skip
 
 
-def test_a_host_powered_off_mid_stream_loses_only_its_streams_and_the_edge_moves_on(fleet, first_run):
-    """Last, it takes ans-b away: openai clients (max_retries=0, 20 s read timeout) stream long completions through
-    the edge when ans-b loses power (its PID namespace killed, its network gone with it). The streams ans-b held are
-    lost (counted); ans-a's finish; new requests go to ans-a (the edge's connect timeout, 2 s, marks ans-b failed for
-    10 s and passes each such request on, unsent, to ans-a)."""
+def test_a_host_powered_off_mid_conversation_loses_only_its_streams_and_the_user_continues_on_the_other(fleet, first_run):
+    """Last, it takes a chat host away. A person (Chromium in ans-edge's namespace, through the HTTPS edge) is in a Docs
+    conversation with an uploaded file on the host the edge's ip_hash gave them (the victim: every lan address hashes
+    alike, so which host it is is read from the edge's log). Meanwhile openai clients (max_retries=0, 20 s read
+    timeout) in the other host stream long completions through the edge when the victim loses power (its PID
+    namespace killed, its network gone with it). The streams the victim held are lost (counted); the survivor's
+    finish; new requests go to the survivor (the edge's connect timeout, 2 s, marks the victim failed for 10 s and
+    passes each such request on, unsent). The person reloads: the same thread opens on the survivor from the shared
+    PostgreSQL, with every message it had, and a new question is answered from the upload, which the survivor
+    indexes from the bytes the database keeps (its own docs index never had them)."""
     assert first_run.rc == 0, "needs the first run"
-    a_gw, b_gw = _gateway_of(fleet, "ans-a"), _gateway_of(fleet, "ans-b")
-    b = fleet.hosts["ans-b"]
-    load = _edge_loop(fleet, threads=4, max_tokens=400, timeout=20)
-    # ans-b's engine held half the time, as a real model's long streams take: the tiny model's last a second, and in
-    # CI ans-b held none at the instant of the plug. It goes when ans-b streams (its throttle goes with it).
-    with b.slowed(ROUTED, 0.5, PY):
-        time.sleep(8)
-        until("a stream on ans-b", lambda: b.requests_running(ROUTED) > 0, 30, every=0.1)
+    edge = fleet.hosts["ans-edge"]
+    shots = ARTIFACTS / "ansible-power-off"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    with browser.chromium(netns_pid=edge.pid) as br:
+        page = br.new_page(viewport={"width": 1200, "height": 800}, ignore_https_errors=True)
+        chat = ChatPage(page, _edge(fleet), shots)
+        chat.login(USER, PASSWORD)
+        try:
+            chat.wait_ready()
+            chat.choose_profile("文档问答 Docs")
+        except Exception:
+            chat.shot("failed")
+            for name in fleet.inference:
+                print(name, fleet.hosts[name].run(["journalctl", "--no-pager", "-u", "ernie-chainlit", "-n", "80"], check=False).stdout)
+            print(edge.run("tail -n 40 /var/log/nginx/ernie-edge.access.log").stdout)
+            raise
+        md = shots / "rollback.md"
+        md.write_text(ROLLBACK_MD)  # short: the prompt with its passages fits the chat's budget for the tiny model
+        chat.attach([md])
+        first = chat.reply(chat.send("回滚时恢复什么目录？"), timeout=120)
+        assert "rollback.md, 部署 > 回滚" in first.text, first.text
+        thread = chat.thread_id()
+        chat.shot("1-docs-conversation-before")
+        victim = _chat_host_of(fleet, edge)
+        survivor = next(name for name in fleet.inference if name != victim)
+        shown_before = _messages_shown(chat)
+        stored_before = _steps_stored(edge, thread)
+        print(f"\nthe browser's chat host (ip_hash of the lan): {victim}; thread {thread}: {shown_before} shown, {stored_before} stored")
+        assert not _reindexed(fleet.hosts[survivor], thread), "the survivor had the thread's upload before it resumed it"
+
+        during, after, seconds = _power_off_under_load(fleet, victim, survivor)
+        v_gw, s_gw = _gateway_of(fleet, victim), _gateway_of(fleet, survivor)
+        passed_on = sum(v["ok"] for k, v in after["by_gateway"].items() if k != s_gw)
+        print(f"{victim} powered off mid-stream ({seconds:.0f} s ago): during {during['ok']} ok, {during['failed']} failed, "
+              f"{during['cut']} cut, by gateway {during['by_gateway']}; new requests after: {after['ok']} ok, {after['failed']} failed, "
+              f"{passed_on} of them tried {victim} first (connect timeout, then {survivor}), by gateway {after['by_gateway']}")  # fmt: skip
+        lost = during["by_gateway"].get(v_gw, {}).get("failed", 0)
+        assert 1 <= lost <= 4 and during["failed"] == lost and during["cut"] == 0, during  # only what the victim held
+        assert during["by_gateway"][s_gw]["failed"] == 0 and during["by_gateway"][s_gw]["ok"] > 0, during
+        # X-Ernie-Gateway lists every gateway tried: "victim, survivor" for a request passed on unsent
+        assert after["failed"] == after["cut"] == 0 and after["ok"] > 0, after
+        assert all(k.split(", ")[-1] == s_gw for k in after["by_gateway"]), after["by_gateway"]
+
         t0 = time.monotonic()
-        b.power_off()
-    time.sleep(25)  # ans-b's streams time out (20 s without a byte)
+        chat.reload()  # the page is at /thread/<id>: it resumes there, now on the survivor
+        resumed_in = time.monotonic() - t0
+        assert chat.thread_id() == thread
+        chat.shot("2-same-thread-on-the-survivor")
+        shown_after = _messages_shown(chat)
+        assert _chat_host_of(fleet, edge) == survivor
+        again = chat.reply(chat.send("升级前先停止什么服务？"), timeout=120)
+        chat.shot("3-answered-from-the-upload-on-the-survivor")
+    print(
+        f"  reload after the power-off: thread resumed on {survivor} in {resumed_in:.1f} s; messages shown before {shown_before}, "
+        f"after {shown_after}; stored before {stored_before}, after the new question {_steps_stored(edge, thread)}"
+    )
+    print(f"  {survivor}'s journal: {_reindexed(fleet.hosts[survivor], thread)}")
+    assert shown_after == shown_before, (shown_before, shown_after)
+    assert "rollback.md, 部署 > 升级" in again.text and NO_ANSWER not in again.text, again.text
+    assert _reindexed(fleet.hosts[survivor], thread), f"{survivor} did not index the thread's upload from the database"
+
+
+ROLLBACK_MD = (
+    "# 部署\n\n## 回滚\n\n回滚时恢复备份目录 /var/lib/ernie/backup，然后重启服务。\n\n## 升级\n\n升级前先停止 ernie-chainlit 服务。\n"
+)
+
+
+def _power_off_under_load(fleet: provision.Fleet, victim: str, survivor: str) -> tuple[dict, dict, float]:
+    """openai clients in the survivor stream through the edge while the victim loses power; (the report during, the
+    report of new requests after, seconds since the plug)."""
+    v = fleet.hosts[victim]
+    load = _edge_loop(fleet, threads=4, max_tokens=400, timeout=20, client=survivor)
+    # the victim's engine held half the time, as a real model's long streams take: the tiny model's last a second, and in
+    # CI the victim held none at the instant of the plug. It goes when the victim streams (its throttle goes with it).
+    with v.slowed(ROUTED, 0.5, PY):
+        time.sleep(8)
+        until(f"a stream on {victim}", lambda: v.requests_running(ROUTED) > 0, 30, every=0.1)
+        t0 = time.monotonic()
+        v.power_off()
+    time.sleep(25)  # the victim's streams time out (20 s without a byte)
     during = _loop_report(load)
-    # new requests, below the gateway's 20 r/s per client: all of them come from ans-a's address, which ans-a's gateway
-    # now sees behind the edge (4 short streams at a time reached 429 once ans-b's half of them moved over)
-    after_load = _edge_loop(fleet, threads=2, max_tokens=64, timeout=20)
+    # new requests, below the gateway's 20 r/s per client: all of them come from the survivor's address, which its
+    # gateway now sees behind the edge (4 short streams at a time reached 429 once the victim's half of them moved over)
+    after_load = _edge_loop(fleet, threads=2, max_tokens=64, timeout=20, client=survivor)
     time.sleep(20)
-    after = _loop_report(after_load)
-    passed_on = sum(v["ok"] for k, v in after["by_gateway"].items() if k != a_gw)
-    print(f"\nans-b powered off mid-stream ({time.monotonic() - t0:.0f} s ago): during {during['ok']} ok, {during['failed']} failed, "
-          f"{during['cut']} cut, by gateway {during['by_gateway']}; new requests after: {after['ok']} ok, {after['failed']} failed, "
-          f"{passed_on} of them tried ans-b first (connect timeout, then ans-a), by gateway {after['by_gateway']}")  # fmt: skip
-    lost = during["by_gateway"].get(b_gw, {}).get("failed", 0)
-    assert 1 <= lost <= 4 and during["failed"] == lost and during["cut"] == 0, during  # only what ans-b held
-    assert during["by_gateway"][a_gw]["failed"] == 0 and during["by_gateway"][a_gw]["ok"] > 0, during
-    # X-Ernie-Gateway lists every gateway tried: "ans-b, ans-a" for a request passed on unsent
-    assert after["failed"] == after["cut"] == 0 and after["ok"] > 0, after
-    assert all(k.split(", ")[-1] == a_gw for k in after["by_gateway"]), after["by_gateway"]
+    return during, _loop_report(after_load), time.monotonic() - t0
+
+
+def _chat_host_of(fleet: provision.Fleet, edge: sandbox.Sandbox) -> str:
+    """The inference host whose gateway served the newest chat request of a client on ans-edge (the edge's log)."""
+    me = fleet.lan.addresses["ans-edge"]
+    lines = edge.run("cat /var/log/nginx/ernie-edge.access.log").stdout.splitlines()
+    chat = [e for e in map(json.loads, lines) if e["client"] == me and not e["uri"].startswith(("/v1/", "/health")) and e["upstream"]]
+    assert chat, "no chat request of the browser in the edge's log"
+    served = chat[-1]["upstream"].split(", ")[-1]
+    return next(name for name in fleet.inference if served == _gateway_of(fleet, name))
+
+
+def _messages_shown(chat: ChatPage) -> tuple[int, int]:
+    """(questions, replies) on the page."""
+    return chat.page.locator('[data-step-type="user_message"]').count(), chat.page.locator('[data-step-type="assistant_message"]').count()
+
+
+def _steps_stored(edge: sandbox.Sandbox, thread: str) -> int:
+    """The thread's messages (steps) in the chat hosts' PostgreSQL, read on ans-edge through its socket."""
+    sql = f"SELECT count(*) FROM steps WHERE thread_id = '{thread}'"
+    return int(edge.run(["runuser", "-u", "postgres", "--", "psql", "-d", "ernie_chat", "-XAtc", sql]).stdout.strip())
+
+
+def _reindexed(sb: sandbox.Sandbox, thread: str) -> str:
+    """The app's journal line saying it indexed uploads of a resumed thread from the history database ('' if none:
+    the line is written at each resume of a thread with uploads, with 0 when the host had them already)."""
+    out = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", "ernie-chainlit.service"], check=False).stdout
+    said = re.compile(rf"docs: thread {re.escape(thread)} of \S+: ([1-9]\d*) upload\(s\) re-indexed from the history database")
+    return next((line for line in out.splitlines() if said.search(line)), "")
