@@ -25,7 +25,7 @@ from chainlit.types import UpdateFeedbackRequest  # at module level: FastAPI res
 from fastapi.responses import JSONResponse
 
 from ernie_ops import config
-from ernie_ops.chat import history, thread_dicts, upload_limits, users
+from ernie_ops.chat import history, marketing_ui, thread_dicts, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
@@ -56,10 +56,22 @@ try:
         log.info("docs: %d upload(s) of chats of the previous run removed", dropped)
 except ErnieOpsError as exc:  # the app still serves its other scenarios; Docs says what is wrong
     log.error("docs: the index %s cannot be used: %s", DOCS.index_file, exc)
+
+
+async def _name_thread(name: str) -> None:
+    """This chat's thread gets a specific name (a marketing thread: its first product), with history only."""
+    if HISTORY.enabled:
+        from chainlit.data import get_data_layer
+
+        await get_data_layer().name_thread(cl.context.session.thread_id, name)
+
+
+# A thread begun with a button is named after the action by Chainlit: a readable title instead.
+ACTION_TITLES = {"copy_generate": marketing_ui.TITLE, "copy_regenerate": marketing_ui.TITLE, "onboarding_confirm": "入职 / Onboarding"}
 TOOLS: dict = {}  # scenario name -> its CopyTool / OnboardingTool (the form and cards instead of free chat)
 for _s in SCENARIOS.values():
     if _s.tool == "copy":
-        TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt)
+        TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt, name_thread=_name_thread)
     elif _s.tool == "onboarding":
         TOOLS[_s.name] = build_onboarding(CHAT.onboarding, CLIENT, _s.system_prompt)
 PROFILE_KEY = "chat_profile"  # in the thread's metadata: the scenario a resumed thread continues in (Chainlit's own key)
@@ -186,7 +198,7 @@ if HISTORY.enabled:
 
     @cl.data_layer
     def data_layer() -> HistoryLayer:
-        return HistoryLayer(_open_history, CHAT.root_path, on_deleted=_forget_thread_uploads)
+        return HistoryLayer(_open_history, CHAT.root_path, on_deleted=_forget_thread_uploads, action_titles=ACTION_TITLES)
 
     _serve_stored_elements()
 

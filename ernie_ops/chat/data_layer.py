@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,9 +77,14 @@ class HistoryLayer(BaseDataLayer):
     """Thin: each Chainlit call is one store call; the dict shapes are `thread_dicts`'s."""
 
     def __init__(self, opener: Callable[[], Awaitable[ThreadStore]], root_path: str = "", notice=None,
-                 on_deleted: Callable[[str, str], Awaitable[Any]] | None = None):  # fmt: skip
-        """`on_deleted(user, thread_id)`: after a thread is deleted (the app drops its uploads' passages)."""
+                 on_deleted: Callable[[str, str], Awaitable[Any]] | None = None,
+                 action_titles: Mapping[str, str] | None = None):  # fmt: skip
+        """`on_deleted(user, thread_id)`: after a thread is deleted (the app drops its uploads' passages).
+        `action_titles`: a readable title per action name. Chainlit names a thread after its first interaction, which
+        for a thread begun with a button is the action's name ("copy_generate"); such a thread gets the title, if it
+        has no name yet, and `name_thread` may replace it with a specific one."""
         self._opener, self.root_path, self.on_deleted = opener, root_path, on_deleted
+        self.action_titles = dict(action_titles or {})
         self._store: ThreadStore | None = None
         self._lock = asyncio.Lock()
         self._owned: set[tuple[str, str]] = set()  # (user, thread) this process has seen the user may write
@@ -283,9 +288,20 @@ class HistoryLayer(BaseDataLayer):
                             metadata: dict | None = None, tags: list[str] | None = None) -> None:  # fmt: skip
         if user_id is None:  # the database was down at login: the session's user is not a persisted one
             user_id = getattr(getattr(_session(), "user", None), "identifier", None)
-        await self._write(
-            "the thread", lambda s: s.upsert_thread(thread_id, user=user_id, name=name, metadata=metadata, tags=tags), thread_id
-        )
+        title = self.action_titles.get(name) if name is not None else None
+
+        async def run(s: ThreadStore) -> None:
+            await s.upsert_thread(thread_id, user=user_id, name=None if title else name, metadata=metadata, tags=tags)
+            if title:  # begun with a button: its title, unless the thread has a name already
+                await s.name_thread(thread_id, title)
+
+        await self._write("the thread", run, thread_id)
+
+    async def name_thread(self, thread_id: str, name: str) -> None:
+        """A specific name for a thread whose name is still a generic title (or none): a name the user gave stays."""
+        user = getattr(getattr(_session(), "user", None), "identifier", None)
+        generic = set(self.action_titles.values()) | set(self.action_titles)
+        await self._write("the thread's name", lambda s: s.name_thread(thread_id, name, user=user, replacing=generic), thread_id)
 
     async def build_debug_url(self) -> str:
         return ""

@@ -26,6 +26,7 @@ import logging
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import chainlit as cl
@@ -59,11 +60,20 @@ async def send_in_order(content: str, elements: list) -> cl.Message:
     return msg
 
 
+TITLE = "营销文案 / Marketing copy"  # a marketing thread's name until its first product names it
+
+
+def thread_title(product: str) -> str:
+    return f"{product} · 营销文案"
+
+
 class CopyTool:
     """One per app process; per-chat state lives in `cl.user_session`."""
 
-    def __init__(self, cfg: MarketingConfig, client: GatewayClient, system_prompt: str):
-        self.cfg, self.client, self.system_prompt = cfg, client, system_prompt
+    def __init__(self, cfg: MarketingConfig, client: GatewayClient, system_prompt: str,
+                 name_thread: Callable[[str], Awaitable[None]] | None = None):  # fmt: skip
+        """`name_thread(name)`: names this chat's thread after its first product (with history; a name the user gave stays)."""
+        self.cfg, self.client, self.system_prompt, self.name_thread = cfg, client, system_prompt, name_thread
         self.writer = CopyWriter(client, cfg, system_prompt)
 
     async def start(self) -> None:
@@ -107,6 +117,8 @@ class CopyTool:
             await self._show_form(values, errors=exc.problems)
             return
         await self._show_form(values)
+        if self.name_thread is not None:
+            await self.name_thread(thread_title(request.product))
         started = time.perf_counter()
         try:
             posts = await self.writer.posts(request)

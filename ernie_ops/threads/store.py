@@ -241,6 +241,21 @@ class ThreadStore:
             if values:
                 await conn.execute(sa.update(t).where(t.c.id == thread_id).values(**values))
 
+    @_guarded("name a thread")
+    async def name_thread(self, thread_id: str, name: str, *, user: str | None = None, replacing: Iterable[str] = ()) -> bool:
+        """Name the thread if it has no name yet, or one of `replacing` (generic names, e.g. the title its first button
+        gave it): a name the user chose stays. One conditional UPDATE, so two tasks naming one thread (Chainlit's first
+        interaction and the app's own name) end with the specific name in either order. True if named now."""
+        async with self.engine.begin() as conn:
+            await self._touch(conn, thread_id, user)
+            t = schema.threads
+            unnamed = t.c.name.is_(None)
+            generic = sorted(set(replacing))
+            named = await conn.execute(
+                sa.update(t).where(t.c.id == thread_id, sa.or_(unnamed, t.c.name.in_(generic)) if generic else unnamed).values(name=name)
+            )
+            return named.rowcount > 0
+
     @_guarded("read a thread")
     async def get_thread(self, thread_id: str) -> ThreadRow | None:
         async with self.reader.connect() as conn:

@@ -116,6 +116,18 @@ async def check_thread_metadata_merges_tags_replace_and_the_owner_never_changes(
     assert await store.get_thread("nope") is None
 
 
+async def check_a_thread_is_named_once_generic_names_give_way_and_a_chosen_name_stays(store: ThreadStore, clock: Clock) -> None:
+    generic = ["营销文案 / Marketing copy"]
+    assert await store.name_thread("t1", "营销文案 / Marketing copy", user="ann")  # a new thread: created and named
+    assert await store.name_thread("t1", "保温杯 T2 · 营销文案", replacing=generic)  # the generic name gives way
+    assert not await store.name_thread("t1", "营销文案 / Marketing copy")  # only an unnamed thread takes it
+    t = await store.get_thread("t1")
+    assert (t.user, t.name) == ("ann", "保温杯 T2 · 营销文案")
+    await store.upsert_thread("t1", name="我的文案")  # renamed in the sidebar
+    assert not await store.name_thread("t1", "水杯 · 营销文案", replacing=generic)
+    assert (await store.get_thread("t1")).name == "我的文案"
+
+
 async def check_every_write_moves_the_threads_last_activity(store: ThreadStore, clock: Clock) -> None:
     await store.upsert_thread("t1", user="ann")
     created = clock()
@@ -345,6 +357,7 @@ CHECKS: list[Check] = [
     check_a_step_saved_before_its_thread_creates_the_thread,
     check_steps_come_by_created_at_then_insertion_order,
     check_thread_metadata_merges_tags_replace_and_the_owner_never_changes,
+    check_a_thread_is_named_once_generic_names_give_way_and_a_chosen_name_stays,
     check_every_write_moves_the_threads_last_activity,
     check_users_are_upserted_by_identifier,
     check_a_user_lists_only_their_threads_newest_activity_first,

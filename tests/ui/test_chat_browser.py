@@ -487,6 +487,9 @@ def test_copy_thread_resumed_its_form_generates_again(chat, sb):
     chat.reload()
     assert chat.thread_id() == thread
     chat.page.wait_for_function("() => document.querySelectorAll('.copy-post').length === 3", timeout=30_000)
+    # begun with the form's button, the thread is named after its product, not after the action (copy_generate)
+    listed = chat.thread_list()
+    assert "保温杯 T2 · 营销文案" in listed and "copy_generate" not in listed, listed
     chat.shot("22a-copy-thread-resumed")
     before = _cards(chat)
     since = now(sb)
