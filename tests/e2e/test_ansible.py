@@ -846,7 +846,7 @@ def test_a_host_powered_off_mid_conversation_loses_only_its_streams_and_the_user
         assert all(k.split(", ")[-1] == s_gw for k in after["by_gateway"]), after["by_gateway"]
 
         t0 = time.monotonic()
-        chat.reload()  # the page is at /thread/<id>: it resumes there, now on the survivor
+        _reload_and_resume(chat, fleet, survivor, thread, shown_before)  # at /thread/<id>: it resumes there, on the survivor
         resumed_in = time.monotonic() - t0
         assert chat.thread_id() == thread
         chat.shot("2-same-thread-on-the-survivor")
@@ -890,6 +890,32 @@ def _power_off_under_load(fleet: provision.Fleet, victim: str, survivor: str) ->
     return during, _loop_report(after_load), time.monotonic() - t0
 
 
+def _reload_and_resume(chat: ChatPage, fleet: provision.Fleet, survivor: str, thread: str, shown: tuple[int, int]) -> None:
+    """Reload the page and wait until the survivor's app has resumed the thread (its journal's `resume` line) and the
+    page shows the thread's messages with the input ready. Not by the websocket's frames (ChatPage.reload): with the
+    edge trying the dead host first (2 s connect timeout), socket.io's polling phase lasts and the resume can arrive
+    over polling, before the websocket upgrade. On a timeout the page, the survivor's journal and the edge's log go
+    to the report."""
+    sb = fleet.hosts[survivor]
+    chat.page.reload()
+    try:
+        until(f"{survivor} resuming {thread}", lambda: f"thread={thread} " in _chat_journal(sb, "resume user="), 90, every=0.5)
+        questions = "document.querySelectorAll('[data-step-type=\"user_message\"]').length"
+        chat.page.wait_for_function(f"() => {questions} >= {shown[0]}", timeout=60_000)
+        chat.page.wait_for_selector("#chat-input:not([disabled])", timeout=60_000)
+    except Exception:
+        chat.shot("reload-failed")
+        print(f"{survivor}'s chat journal:\n{_chat_journal(sb, '')[-6000:]}")
+        print(fleet.hosts["ans-edge"].run("tail -n 40 /var/log/nginx/ernie-edge.access.log").stdout)
+        raise
+    chat.page.wait_for_timeout(1500)  # a second socket of the reload (see ChatPage.wait_resumed) has settled
+
+
+def _chat_journal(sb: sandbox.Sandbox, containing: str) -> str:
+    out = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", "ernie-chainlit.service"], check=False).stdout
+    return "\n".join(line for line in out.splitlines() if containing in line)
+
+
 def _chat_host_of(fleet: provision.Fleet, edge: sandbox.Sandbox) -> str:
     """The inference host whose gateway served the newest chat request of a client on ans-edge (the edge's log)."""
     me = fleet.lan.addresses["ans-edge"]
@@ -914,6 +940,6 @@ def _steps_stored(edge: sandbox.Sandbox, thread: str) -> int:
 def _reindexed(sb: sandbox.Sandbox, thread: str) -> str:
     """The app's journal line saying it indexed uploads of a resumed thread from the history database ('' if none:
     the line is written at each resume of a thread with uploads, with 0 when the host had them already)."""
-    out = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", "ernie-chainlit.service"], check=False).stdout
+    out = _chat_journal(sb, "re-indexed")
     said = re.compile(rf"docs: thread {re.escape(thread)} of \S+: ([1-9]\d*) upload\(s\) re-indexed from the history database")
     return next((line for line in out.splitlines() if said.search(line)), "")
