@@ -71,6 +71,37 @@ def test_an_empty_file_gets_every_table_and_the_current_version_once(tmp_path):
     assert raw(path, "PRAGMA application_id") == [(database.APPLICATION_ID,)]
 
 
+def test_a_database_of_the_previous_version_is_migrated_once_at_open_and_keeps_its_data(tmp_path, monkeypatch):
+    """The path from the previous schema: a file made at version CURRENT meets an ernie-ops with one migration more
+    (here a test migration adding an index: the next real one will be a release's). The open applies it once,
+    inside the transaction that records it, and the threads, steps and bytes are all there."""
+    path = tmp_path / "history.sqlite"
+    run(_fill(path))
+    before = raw(path, "SELECT id, user_identifier, name FROM threads ORDER BY id")
+    nxt = schema.CURRENT + 1
+    applied: list[int] = []
+
+    def add_index(conn) -> None:
+        applied.append(nxt)
+        conn.exec_driver_sql("CREATE INDEX steps_type_test ON steps (type)")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, schema.Migration(nxt, "an index on steps.type", add_index)))
+    monkeypatch.setattr(schema, "CURRENT", nxt)
+
+    async def go():
+        for _ in range(2):  # the second open finds it current
+            store = await ThreadStore.open(url(path))
+            assert await store.schema_version() == nxt
+            await store.close()
+
+    run(go())
+    assert applied == [nxt]
+    assert raw(path, "SELECT version FROM schema_version ORDER BY version") == [(v,) for v in range(1, nxt + 1)]
+    assert raw(path, "SELECT name FROM sqlite_schema WHERE name = 'steps_type_test'") == [("steps_type_test",)]
+    assert raw(path, "SELECT id, user_identifier, name FROM threads ORDER BY id") == before
+    assert raw(path, "SELECT count(*) FROM elements WHERE content IS NOT NULL") == [(3,)]
+
+
 def test_a_newer_schema_stops_with_one_sentence_and_the_file_is_left_as_it_is(tmp_path):
     path = tmp_path / "history.sqlite"
     run(_fill(path))
