@@ -275,12 +275,8 @@ def parse(text: str, source: str = "<string>") -> Config:
     """Validate YAML text against the schema; the text-level half of `load`, for tests and tools."""
     try:
         doc = yamlfile.load(text)
-    except yamlfile.DuplicateKeyError as exc:
-        raise ConfigError([ConfigProblem(source, d.line, d.field, MISSING, d.advice) for d in exc.duplicates]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        raise ConfigError([ConfigProblem(source, line, "(yaml)", MISSING, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise ConfigError(yamlfile.problems(exc, source)) from None
     data, lines = ({} if doc.data is None else doc.data), doc.lines
     if not isinstance(data, dict):
         raise ConfigError([ConfigProblem(source, 1, "(top level)", data, "must be a mapping of sections: " + _allowed(Config))])
@@ -377,30 +373,7 @@ def _core_checks(cfg: Config, lines: dict[tuple, int]) -> list[tuple[tuple, str]
 def _located(path: tuple, message: str, data: dict, lines: dict[tuple, int], source: str) -> ConfigProblem:
     field = yamlfile.dotted(path)
     line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
-    return ConfigProblem(source, line, field, _lookup(data, path), message)
-
-
-def _data_path(loc: tuple) -> tuple:
-    """Drop pydantic's union/validator tags from an error location, keeping field names and indexes."""
-    out: list[Any] = []
-    for part in loc:
-        if isinstance(part, int) or (isinstance(part, str) and part.isidentifier() and part not in _TYPE_TAGS):
-            out.append(part)
-        else:
-            break
-    return tuple(out)
-
-
-_TYPE_TAGS = {"int", "float", "str", "bool", "none", "list", "dict", "literal"}
-
-
-def _lookup(data: Any, path: tuple) -> Any:
-    for part in path:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return MISSING
-    return data
+    return ConfigProblem(source, line, field, yamlfile.lookup(data, path), message)
 
 
 def _model_at(path: tuple) -> type[Section] | None:
@@ -426,10 +399,10 @@ def _allowed(model: type[BaseModel]) -> str:
 
 
 def _problem(err: dict, data: dict, lines: dict[tuple, int], source: str) -> ConfigProblem:
-    path = _data_path(tuple(err["loc"]))
+    path = yamlfile.data_path(tuple(err["loc"]))
     field = yamlfile.dotted(path) or "(top level)"
     line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
-    value = _lookup(data, path)
+    value = yamlfile.lookup(data, path)
     kind = err["type"]
     if kind == "extra_forbidden":
         model = _model_at(path)

@@ -186,12 +186,8 @@ def parse(text: str, source: str = "<string>") -> GoldenSet:
 def _parse(text: str, source: str) -> tuple[GoldenSet, dict[tuple, int]]:
     try:
         doc = yamlfile.load(text)
-    except yamlfile.DuplicateKeyError as exc:
-        raise GoldenSetError([ConfigProblem(source, d.line, d.field, MISSING, d.advice) for d in exc.duplicates]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        raise GoldenSetError([ConfigProblem(source, line, "(yaml)", MISSING, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise GoldenSetError(yamlfile.problems(exc, source)) from None
     if not isinstance(doc.data, dict):
         raise GoldenSetError([ConfigProblem(source, 1, "(top level)", doc.data, "must be a mapping: `cases` (and `defaults`)")])
     try:
@@ -215,26 +211,6 @@ def _parse(text: str, source: str) -> tuple[GoldenSet, dict[tuple, int]]:
 _MODELS: dict[str, type[Section]] = {"defaults": Defaults, "cases": Case, "messages": Message, "docs": DocsInput, "copy": CopyInput}
 
 
-def _data_path(loc: tuple) -> tuple:
-    """An error location as a key path into the data: pydantic's validator tags dropped."""
-    out: list[Any] = []
-    for part in loc:
-        if isinstance(part, int) or (isinstance(part, str) and part.isidentifier() and part not in {"str", "int", "float", "bool"}):
-            out.append(part)
-        else:
-            break
-    return tuple(out)
-
-
-def _lookup(data: Any, path: tuple) -> Any:
-    for part in path:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return MISSING
-    return data
-
-
 def _owner(path: tuple) -> type[Section]:
     """The model holding the last key of `path` (for the allowed keys of an unknown one)."""
     names = [p for p in path[:-1] if isinstance(p, str)]
@@ -242,10 +218,10 @@ def _owner(path: tuple) -> type[Section]:
 
 
 def _problem(err: dict, data: Any, lines: dict[tuple, int], source: str) -> ConfigProblem:
-    path = _data_path(tuple(err["loc"]))
+    path = yamlfile.data_path(tuple(err["loc"]))
     field = yamlfile.dotted(path) or "(top level)"
     line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
-    value = _lookup(data, path)
+    value = yamlfile.lookup(data, path)
     if err["type"] == "extra_forbidden":
         keys = [f.alias or name for name, f in _owner(path).model_fields.items()]  # as written in the file (`copy`)
         close = difflib.get_close_matches(str(path[-1]), keys, n=1)

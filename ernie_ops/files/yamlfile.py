@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from ernie_ops.errors import MISSING, ConfigProblem
+
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -149,3 +151,36 @@ def key_lines(node: yaml.Node | None, path: tuple = (), _inside: frozenset[int] 
 def dotted(path: tuple) -> str:
     """('instances', 0, 'port') -> 'instances[0].port'."""
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path).replace(".[", "[")
+
+
+def problems(exc: yaml.YAMLError, source: str) -> list[ConfigProblem]:
+    """A `load` failure as the file's problems: each repeated key at its line, or where the YAML stops parsing."""
+    if isinstance(exc, DuplicateKeyError):
+        return [ConfigProblem(source, d.line, d.field, MISSING, d.advice) for d in exc.duplicates]
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark else None
+    return [ConfigProblem(source, line, "(yaml)", MISSING, f"not valid YAML: {getattr(exc, 'problem', exc)}")]
+
+
+TYPE_TAGS = {"int", "float", "str", "bool", "none", "list", "dict", "literal"}  # pydantic's union/validator tags
+
+
+def data_path(loc: tuple) -> tuple:
+    """Drop pydantic's union/validator tags from an error location, keeping field names and indexes."""
+    out: list[Any] = []
+    for part in loc:
+        if isinstance(part, int) or (isinstance(part, str) and part.isidentifier() and part not in TYPE_TAGS):
+            out.append(part)
+        else:
+            break
+    return tuple(out)
+
+
+def lookup(data: Any, path: tuple) -> Any:
+    """The value at `path` in loaded YAML data, or MISSING."""
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return MISSING
+    return data
