@@ -1,6 +1,7 @@
 """A SQLite file damaged on disk, for the "a damaged file is kept aside and a fresh one started" tests of every
 store over SQLite (the chat history, the document index, the onboarding push log): the kinds SQLite's own
-checks find, written over the real file.
+checks find, written over the real file; and a file made "full" for real (`cap_pages`: SQLite's max_page_count on
+every new connection of an engine).
 
     @pytest.mark.parametrize("damage", sqlite_damage.KINDS)
     def test_...(tmp_path, damage):
@@ -37,3 +38,16 @@ def damage_file(path: Path, kind: str) -> bytes:
     data = damaged(path.read_bytes(), kind)
     path.write_bytes(data)
     return data
+
+
+def cap_pages(sync_engine, limit: dict) -> None:
+    """Every new connection of `sync_engine` gets `PRAGMA max_page_count = limit["pages"]` (0: no cap), so writes
+    past it fail with SQLite's own "database or disk is full"; set the limit, then dispose the engine's pool."""
+    from sqlalchemy import event
+
+    @event.listens_for(sync_engine, "connect")
+    def _cap(dbapi_conn, _record):
+        if limit["pages"]:
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA max_page_count = {limit['pages']}")
+            cur.close()

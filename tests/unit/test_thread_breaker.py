@@ -15,6 +15,7 @@ from sqlalchemy import event
 from ernie_ops.threads.breaker import OPEN_SECONDS, Breaker
 from ernie_ops.threads.errors import HistoryError, HistoryUnavailable
 from ernie_ops.threads.store import ThreadStore
+from tests.harness import sqlite_damage
 from tests.harness.thread_store_contract import step
 
 
@@ -100,12 +101,7 @@ def test_the_default_open_period_is_the_documented_one():
 
 
 def _capped_store_setup(store: ThreadStore, limit: dict, statements: list) -> None:
-    @event.listens_for(store.engine.sync_engine, "connect")
-    def _cap(dbapi_conn, _record):
-        if limit["pages"]:
-            cur = dbapi_conn.cursor()
-            cur.execute(f"PRAGMA max_page_count = {limit['pages']}")
-            cur.close()
+    sqlite_damage.cap_pages(store.engine.sync_engine, limit)
 
     @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
     def _count(conn, cursor, statement, *args):

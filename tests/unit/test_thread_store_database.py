@@ -11,7 +11,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.threads import database, schema
@@ -269,14 +268,7 @@ def test_a_full_database_refuses_a_write_in_one_sentence_and_writes_resume_witho
         # no open period: the write is tried again at once (the breaker's period: test_thread_breaker.py)
         store = await ThreadStore.open(url(path), breaker=Breaker(open_seconds=0))
         try:
-
-            @event.listens_for(store.engine.sync_engine, "connect")
-            def _cap(dbapi_conn, _record):
-                if limit["pages"]:
-                    cur = dbapi_conn.cursor()
-                    cur.execute(f"PRAGMA max_page_count = {limit['pages']}")
-                    cur.close()
-
+            sqlite_damage.cap_pages(store.engine.sync_engine, limit)
             await store.upsert_step(step("s1", "t1", "2000-01-01T00:00:00Z", output="before"))
             limit["pages"] = raw(path, "PRAGMA page_count")[0][0] + 2
             await store.engine.dispose()  # new connections, capped
