@@ -426,18 +426,22 @@ def test_copy_button_puts_the_card_on_the_clipboard(chat):
     assert pasted == first.locator(".copy-text").inner_text().strip() and pasted, pasted
 
 
-def test_regenerate_rewrites_only_its_own_card(chat, sb):
+def _regenerate(chat, index: int) -> tuple[list[str], list[str]]:
+    """重写 on card `index` (0-based) of three, until its text changes: the cards' texts (before, after)."""
     before = _cards(chat)
-    since = now(sb)
-    second = chat.page.locator(".copy-post").nth(1)
-    second.locator(".regenerate-button").click()
+    chat.page.locator(".copy-post").nth(index).locator(".regenerate-button").click()
     chat.page.wait_for_function(
-        "(old) => { const t = [...document.querySelectorAll('.copy-post .copy-text')].map(e => e.innerText.trim());"
-        " return t.length === 3 && t[1] !== old; }",
-        arg=before[1],
+        "([i, old]) => { const t = [...document.querySelectorAll('.copy-post .copy-text')].map(e => e.innerText.trim());"
+        " return t.length === 3 && t[i] !== old; }",
+        arg=[index, before[index]],
         timeout=120_000,
     )
-    after = _cards(chat)
+    return before, _cards(chat)
+
+
+def test_regenerate_rewrites_only_its_own_card(chat, sb):
+    since = now(sb)
+    before, after = _regenerate(chat, 1)
     chat.shot("15d-copy-regenerated-second-card")
     assert after[0] == before[0] and after[2] == before[2] and after[1] != before[1], (before, after)
     journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
@@ -491,16 +495,8 @@ def test_copy_thread_resumed_its_form_generates_again(chat, sb):
     listed = chat.thread_list()
     assert "保温杯 T2 · 营销文案" in listed and "copy_generate" not in listed, listed
     chat.shot("22a-copy-thread-resumed")
-    before = _cards(chat)
     since = now(sb)
-    chat.page.locator(".copy-post").nth(2).locator(".regenerate-button").click()
-    chat.page.wait_for_function(
-        "(old) => { const t = [...document.querySelectorAll('.copy-post .copy-text')].map(e => e.innerText.trim());"
-        " return t.length === 3 && t[2] !== old; }",
-        arg=before[2],
-        timeout=120_000,
-    )
-    after = _cards(chat)
+    before, after = _regenerate(chat, 2)
     chat.shot("22b-copy-resumed-card-rewritten")
     assert after[0] == before[0] and after[1] == before[1] and after[2] != before[2], (before, after)
     assert chat.page.get_by_text("这张卡片属于之前的对话").count() == 0  # not refused as a stale card
