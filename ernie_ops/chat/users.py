@@ -75,11 +75,8 @@ def load(path: str) -> dict[str, str]:
         raise ConfigError([ConfigProblem(path, None, "(file)", MISSING, f"cannot be read: {exc}")]) from None
     try:
         doc = yamlfile.load(text)
-    except yamlfile.DuplicateKeyError as exc:
-        raise ConfigError([ConfigProblem(path, d.line, d.field, MISSING, d.advice) for d in exc.duplicates]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError([ConfigProblem(path, mark.line + 1 if mark else None, "(yaml)", MISSING, "not valid YAML")]) from None
+    except yaml.YAMLError as exc:  # a repeated key or where the parse stopped, with the parser's own words
+        raise ConfigError(yamlfile.problems(exc, path)) from None
     data = doc.data
     if data is None:
         return {}

@@ -71,7 +71,8 @@ def test_broken_files_name_file_line_and_user(tmp_path):
     (p,) = problems(tmp_path, "users: [alice]\n")
     assert "must be a mapping" in p.message
     (p,) = problems(tmp_path, "users:\n  alice: [\n")
-    assert p.field == "(yaml)" and p.line is not None
+    # the parser's own words, not only "not valid YAML": the operator sees what to mend
+    assert p.field == "(yaml)" and p.line is not None and "not valid YAML: expected" in p.message
     with pytest.raises(ConfigError, match="not found; add a user"):
         users.load(str(tmp_path / "missing.yaml"))
     assert users.load(str(_write(tmp_path / "empty.yaml", ""))) == {}
