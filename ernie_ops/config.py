@@ -181,6 +181,33 @@ class SloConfig(Section):
     confidence: float = Field(0.95, ge=0.5, le=0.999, description="of the bounds on error and slow-request shares")
 
 
+class EvalGateConfig(Section):
+    """The cutover's quality gate: a golden set run against the new instance (and the old) before traffic moves."""
+
+    file: str | None = Field(
+        None,
+        description="the golden set (YAML, `ernie-ops eval`'s format), an absolute path so it means the same file on every host "
+        "and from every working directory; null: no quality gate (off by default: a set must be written for the model)",
+    )
+    min_pass_rate: float = Field(
+        1.0, ge=0.0, le=1.0, description="the new instance's weighted pass rate must reach this (1.0: a golden set is all must-pass)"
+    )
+    max_drop: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="and be at most this far below the old instance's on the same set (0: no regression allowed, as a golden set's "
+        "cases are ones the model in service passes)",
+    )
+
+    @field_validator("file")
+    @classmethod
+    def _absolute_file(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError("must be the absolute path of the golden set, e.g. /etc/ernie-ops/eval/smoke.yaml")
+        return v
+
+
 class CutoverConfig(Section):
     """`ernie-ops cutover`: bake window and canary steps (each overridable on the command line)."""
 
@@ -199,6 +226,7 @@ class CutoverConfig(Section):
     synthetic_rps: float = Field(2.0, ge=0.0, le=100.0, description="own requests per second to each side while it has too few; 0: none")
     synthetic_max_tokens: int = Field(16, ge=2, le=256, description="tokens per synthetic request (two or more: inter-token latency)")
     slo: SloConfig = Field(default_factory=SloConfig)
+    eval: EvalGateConfig = Field(default_factory=EvalGateConfig)
 
     @field_validator("canary_steps")
     @classmethod
