@@ -9,7 +9,8 @@ from rich.syntax import Syntax
 from ernie_ops import config
 from ernie_ops.cli.args import Subcommands, subcommands
 from ernie_ops.cli.console import out_console, print_json
-from ernie_ops.errors import EXIT_OK, ConfigError
+from ernie_ops.errors import EXIT_OK, ConfigError, ConfigProblem
+from ernie_ops.evaluate import gate
 
 
 def register(sub: Subcommands) -> None:
@@ -24,6 +25,7 @@ def run_check(args: argparse.Namespace) -> int:
     source = config.resolve_path(args.config)
     try:
         cfg = config.load(args.config)
+        _check_files(cfg, source)
     except ConfigError as exc:
         if args.json:
             problems = [
@@ -45,3 +47,10 @@ def run_check(args: argparse.Namespace) -> int:
         out_console.print(f"[green]ok[/]: {source}")
         out_console.print(Syntax(config.dump(cfg), "yaml", theme="ansi_dark", background_color="default"))
     return EXIT_OK
+
+
+def _check_files(cfg: config.Config, source: str) -> None:
+    """Files the config names that only some commands read, checked here so a bad one shows before it is needed:
+    the cutover's golden set (its own check at the cutover's preflight says the same)."""
+    if problem := gate.set_problem(cfg.cutover.eval):
+        raise ConfigError([ConfigProblem(source, None, "cutover.eval.file", cfg.cutover.eval.file, problem)])

@@ -7,7 +7,6 @@ reached, 2 a bad set, config or flag.
 from __future__ import annotations
 
 import argparse
-import os
 
 from ernie_ops import config
 from ernie_ops.cli.args import Subcommands, port
@@ -42,16 +41,6 @@ def register(sub: Subcommands) -> None:
     e.set_defaults(func=run)
 
 
-def target_of(cfg: config.Config, port_: int | None):
-    """The instance on `port_`, or the gateway (with its CA and the API key from $ERNIE_OPS_API_KEY)."""
-    from ernie_ops.evaluate.run import Target
-
-    url = f"http://127.0.0.1:{port_}" if port_ else cfg.gateway.url.rstrip("/")
-    verify = cfg.gateway.tls_verify() if url.startswith("https:") else True
-    key = os.environ.get("ERNIE_OPS_API_KEY") or None
-    return Target(url, cfg.model.served_name, key, verify, cfg.vllm.max_model_len, cfg.chat.docs, cfg.chat.marketing)
-
-
 def run(args: argparse.Namespace) -> int:
     # lazy: the chat and docs pipelines, only eval needs them
     from ernie_ops.evaluate import golden
@@ -59,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = golden.load(args.file)  # a bad set is reported before the config is even read
     cfg = config.load(args.config)
-    target = target_of(cfg, args.port)
+    target = evaluate.Target.for_instance(cfg, args.port) if args.port else evaluate.Target.for_gateway(cfg)
     if args.json:
         report = evaluate.run_cases_sync(loaded, target)
         print_json(report.as_dict() | {"min_pass_rate": args.min_pass_rate, "ok": report.pass_rate >= args.min_pass_rate},

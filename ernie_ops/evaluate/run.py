@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from ernie_ops.chat import history
 from ernie_ops.chat.config import ChatConfig, ScenarioConfig
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.client.gateway import ChatError, GatewayClient, ReplyStats, Timeouts
+from ernie_ops.config import Config
 from ernie_ops.docs import ingest
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.retrieve import Retrieved, Retriever
@@ -104,6 +106,22 @@ class Target:
     max_model_len: int = 2048  # the budget's fallback when /tokenize does not say
     docs: DocsConfig = field(default_factory=DocsConfig)  # tokenizer, top_k, min_coverage; index_file for `collection` cases
     marketing: MarketingConfig = field(default_factory=MarketingConfig)  # rules, tries, channel limits of `copy` cases
+
+    @classmethod
+    def for_instance(cls, cfg: Config, port: int) -> Target:
+        """One instance on this host (http://127.0.0.1:PORT), bypassing nginx: what a cutover's quality gate judges."""
+        return cls._of(cfg, f"http://127.0.0.1:{port}")
+
+    @classmethod
+    def for_gateway(cls, cfg: Config) -> Target:
+        """The gateway (with its CA for an https url, and the API key from $ERNIE_OPS_API_KEY), as clients reach it."""
+        return cls._of(cfg, cfg.gateway.url.rstrip("/"))
+
+    @classmethod
+    def _of(cls, cfg: Config, url: str) -> Target:
+        verify = cfg.gateway.tls_verify() if url.startswith("https:") else True
+        key = os.environ.get("ERNIE_OPS_API_KEY") or None
+        return cls(url, cfg.model.served_name, key, verify, cfg.vllm.max_model_len, cfg.chat.docs, cfg.chat.marketing)
 
 
 class EstimateCounter:

@@ -4,11 +4,17 @@
                 instances side by side, current nginx config passes `nginx -t`, nginx's master runs
   2. start      `systemctl start ernie-vllm@PORT` (blocks until READY), or adopt a running one
   3. gate       /health 200, /v1/models lists the model, a real completion
+     quality    with cutover.eval.file: the golden set against the new instance and the old one; the new one
+                must reach min_pass_rate and be at most max_drop below the old (not on a rollback)
   4. switch     upstream include rewritten atomically, `nginx -t`, graceful reload
   5. verify     requests through the gateway are served by PORT
   6. drain      the old instance's running + waiting requests reach 0 (bounded)
   7. stop       `systemctl stop` of the old instance (vLLM's own drain covers the rest)
   8. record     history in the state file
+
+The preflight checks that cutover.eval.file loads (a dry run too); the quality step runs it before any traffic
+moves, a canary's first step included. An old instance that cannot be evaluated is not held against the new one
+(a warning: moving away from a broken instance must stay possible); a new one that cannot be reached fails it.
 
 Undo: a failure before the switch stops the new instance (the old one never stopped serving); a
 failure at switch/verify puts the old upstream back, reloads, and stops the new instance. Steps
@@ -36,6 +42,7 @@ from pathlib import Path
 
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
+from ernie_ops.evaluate import gate as quality
 from ernie_ops.host import state, systemd
 from ernie_ops.observe import marks
 from ernie_ops.traffic.canary import rollout, rollout_file
@@ -148,6 +155,8 @@ class Cutover:
         try:
             self._start_or_adopt()
             self.step("gate", self._gate)
+            if self._gated():
+                self.step("quality", lambda: self._quality(source))
         except Exception as exc:
             self._undo_step("undo: stop new", lambda: self._stop(self.target))
             return self._fail(Outcome.ABORTED, exc)
@@ -240,6 +249,8 @@ class Cutover:
         problem = self.host.port_problem(self.target)
         if problem:
             raise CutoverFailed(problem)
+        if self._gated() and (problem := quality.set_problem(self.cfg.cutover.eval)):
+            raise CutoverFailed(f"cutover.eval.file {self.cfg.cutover.eval.file}: {problem}")
         plan = f"route {source} -> {self.target}" if source else f"route -> {self.target} (nothing routed now)"
         return f"{plan}; nginx -t ok, nginx runs"
 
@@ -261,6 +272,26 @@ class Cutover:
     def _gate(self) -> str:
         g = self.host.gate(self.target)
         return f"/health ok, serves {self.cfg.model.served_name}, completion {g.finish_reason} in {g.seconds:.2f}s"
+
+    def _gated(self) -> bool:
+        """The quality gate runs when a set is configured; a rollback goes back to the instance that served, and
+        must stay quick and possible when the set or the eval is what broke."""
+        return self.cfg.cutover.eval.file is not None and self.kind != "rollback"
+
+    def _quality(self, source: int | None) -> str:
+        gate = self.cfg.cutover.eval
+        assert gate.file is not None
+        new = self.host.evaluate(gate.file, self.target)  # TargetDown: the run's own sentence fails the step
+        old = None
+        if source is not None:
+            try:
+                old = self.host.evaluate(gate.file, source)
+            except ErnieOpsError as exc:
+                self.warn(f"quality: the old instance {source} could not be evaluated ({exc}); judged by min_pass_rate only")
+        verdict = quality.judge(gate, self.target, new, source if old is not None else None, old)
+        if not verdict.ok:
+            raise CutoverFailed(verdict.sentence)
+        return verdict.sentence
 
     def switch(self) -> None:
         """All traffic to the target, verified through the gateway (the steps switch and verify)."""

@@ -2,14 +2,15 @@
 undo logic is unit-tested against a fake host in milliseconds and runs on the real one via `RealHost`.
 
 RealHost wires today's modules: systemd (ernie-vllm@PORT), the gateway (nginx), the probe gate, one
-request through the gateway, vLLM's /metrics, the memory budget, and the clock.
+request through the gateway, vLLM's /metrics, the memory budget, a golden set run against one instance
+(the quality gate), and the clock.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
@@ -19,6 +20,9 @@ from ernie_ops.host import ports, systemd
 from ernie_ops.observe import metrics
 from ernie_ops.serving import engine, probe
 from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
+
+if TYPE_CHECKING:  # annotations only: RealHost imports the eval pipelines when a gate runs
+    from ernie_ops.evaluate.run import Report
 
 GPU_BUDGET = 0.95  # two instances on one GPU must leave this much headroom for CUDA contexts
 
@@ -73,6 +77,10 @@ class HostOps(Protocol):
 
     def memory_problem(self, source: int | None, target: int) -> str | None:
         """Why source and target cannot run side by side; None if they can."""
+
+    def evaluate(self, path: str, port: int) -> Report:
+        """The golden set at `path` against the instance on `port`; raises TargetDown when it cannot be reached,
+        GoldenSetError for a bad set."""
 
     # time
     def monotonic(self) -> float: ...
@@ -200,6 +208,12 @@ class RealHost:
 
     def memory_problem(self, source: int | None, target: int) -> str | None:
         return memory_budget_problem(self.cfg, source, target)
+
+    def evaluate(self, path: str, port: int) -> Report:
+        # lazy: the chat, docs and marketing pipelines a set runs through, only when a quality gate is configured
+        from ernie_ops.evaluate import run
+
+        return run.evaluate(path, run.Target.for_instance(self.cfg, port))
 
     def monotonic(self) -> float:
         return time.monotonic()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ernie_ops import config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed
+from ernie_ops.evaluate import run
 from ernie_ops.observe import metrics
 from ernie_ops.serving import probe
 from ernie_ops.traffic import gateway
@@ -42,6 +43,8 @@ class FakeHost:
     kill_before: str | None = None
     stuck_reload: bool = False
     busy: set[int] = field(default_factory=set)  # ports whose requests never drain
+    # the quality gate's scripted answers: per port, the cases (id, passed) of its report, or the exception it raises
+    evals: dict[int, list[tuple[str, bool]] | Exception] = field(default_factory=dict)
     calls: list[tuple] = field(default_factory=list)
     now: float = 0.0
 
@@ -145,6 +148,14 @@ class FakeHost:
     def memory_problem(self, source: int | None, target: int) -> str | None:
         self._call("memory_problem", source, target)
         return "only 1.0 GiB of memory is available; a second CPU instance needs about 3 GiB" if "memory" in self.fail else None
+
+    def evaluate(self, path: str, port: int) -> run.Report:
+        self._call("evaluate", port)
+        scripted = self.evals.get(port, [("capital-france", True)])
+        if isinstance(scripted, Exception):
+            raise scripted
+        cases = [run.CaseResult(i, "messages", 1.0, ok, "", [] if ok else [f"missing 'answer-{i}'"]) for i, ok in scripted]
+        return run.Report(cases, 0.01, f"http://127.0.0.1:{port}")
 
     def monotonic(self) -> float:
         return self.now
