@@ -72,7 +72,8 @@ def judge(gate: EvalGateConfig, new_port: int, new: Report, old_port: int | None
         if old is None or old_port is None:
             return Verdict(True, f"{tally(new_port, new)}, needs {pct(gate.min_pass_rate)}")
         return Verdict(True, f"{tally(new_port, new)}, {tally(old_port, old)}: within {pct(gate.max_drop)} of the old")
-    passed = f"{new_port} passed {len(new.cases) - len(new.failing)} of {len(new.cases)} cases ({pct(new_rate)}"
+    cases = "case" if len(new.cases) == 1 else "cases"
+    passed = f"{new_port} passed {len(new.cases) - len(new.failing)} of {len(new.cases)} {cases} ({pct(new_rate)}"
     old_said = "" if old is None else f"{old_port} passed {len(old.cases) - len(old.failing)} of {len(old.cases)} ({pct(old.pass_rate)})"
     if below_min:
         why = f", needs {pct(gate.min_pass_rate)}" + (f"; {old_said}" if old_said else "") + ")"

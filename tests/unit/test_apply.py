@@ -260,6 +260,27 @@ def test_a_cutover_whose_new_instance_does_not_start_says_why_and_where_traffic_
     assert fake.units == {8000: "active", 8001: "inactive"}  # the runbook stopped what did not start
 
 
+def test_an_apply_driven_cutover_runs_the_quality_gate(tmp_path):
+    """apply -> the real cutover runbook with cutover.eval set (the shipped smoke set) -> its quality step (the fake
+    host's scripted reports): a new instance that fails the set is refused, and the message says where traffic is."""
+
+    class RealRunbook(FakeHost):
+        def run_cutover(self, cfg, target: int, start_timeout: float) -> dict:
+            return cutover.Cutover(cfg, target, host=fake).run().as_dict()
+
+    smoke = Path(config.__file__).parent / "data" / "eval" / "smoke.yaml"
+    base = _cfg(tmp_path, "server 127.0.0.1:8000;\n")
+    cfg = base.model_copy(update={"cutover": base.cutover.model_copy(update={"eval": config.EvalGateConfig(file=str(smoke))})})
+    fake = runbook_host.FakeHost(evals={8001: [("capital-france", False)], 8000: [("capital-france", True)]})
+    host = RealRunbook({ENGINE: {"active": "active", "started": 100}}, {CONF: 9_990.0})
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.message == (
+        "cutover to 8001 aborted (the old instance 8000 keeps serving): quality: 8001 passed 0 of 1 case (0%, needs 100%; "
+        "8000 passed 1 of 1 (100%)): failing capital-france (missing 'answer-capital-france')"
+    )
+    assert fake.units == {8000: "active", 8001: "inactive"} and fake.file_port == 8000  # never switched
+
+
 def test_apply_without_start_leaves_a_stopped_unit_alone(tmp_path):
     cfg = _cfg(tmp_path, None)
     host = FakeHost({}, {})
