@@ -9,22 +9,24 @@ upgrade under load, rerun (changed=0). Bad variables run against a third, fresh 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import secrets
 import shutil
 import signal
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.harness import browser, demo, doc_fixtures, prom, provision, sandbox, tiers
+from tests.harness import browser, demo, doc_fixtures, golden_record, prom, provision, sandbox, tiers, tiny_model
 from tests.harness.chat_page import ChatPage
 from tests.harness.dates import days_from_today
-from tests.harness.paths import ARTIFACTS
+from tests.harness.paths import ARTIFACTS, CACHE
 from tests.harness.wait import until
 
 reason = sandbox.why_unavailable()
@@ -57,13 +59,19 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeo
 """
 
 
+# the version upgrade.yml's quality gate must refuse: the same tiny model drawn with another seed (other answers)
+BROKEN_SEED = "/srv/seed/ernie-tiny-broken"
+
+
 @pytest.fixture(scope="module")
-def fleet(tiny_model_dir):
+def fleet():
+    # the tiny model whose greedy answers are words (untied output weights): a golden set is recorded from it below
+    served, broken = tiny_model.cached_answering(CACHE / "models", 0), tiny_model.cached_answering(CACHE / "models", 1)
     # ans-edge: HTTPS in front of both (role ernie_edge, a lab's self-signed certificate), the inference hosts'
     # gateways on the lan behind it
     # ans-edge is also the chat history database (role ernie_postgres) both chat hosts share
-    f = provision.Fleet(["ans-a", "ans-b", "ans-edge"], tiny_model_dir, lan=True, groups={"ans-edge": "ernie_edge"},
-                        member_of={"ans-edge": ["ernie_db"]})  # fmt: skip
+    f = provision.Fleet(["ans-a", "ans-b", "ans-edge"], served, lan=True, groups={"ans-edge": "ernie_edge"},
+                        member_of={"ans-edge": ["ernie_db"]}, extra_ro={str(broken): BROKEN_SEED})  # fmt: skip
     f.host_vars["ans-edge"]["ernie_edge_tls_self_signed"] = True
     f.vars.update(demo.chat_user_vars(USER, PASSWORD))
     # the vault's values on a real site: one login secret for both chat hosts, the database's password and URL
@@ -420,7 +428,91 @@ def _applied(run: provision.Run) -> list[str]:
     return [line.strip() for line in run.output.splitlines() if any(m in line for m in marks)]
 
 
-def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing_a_request(fleet, first_run):
+# the golden set: short prompts whose answers are recorded from the serving model, greedy, with the set's max_tokens
+GOLDEN_PROMPTS = {"hello": "Hello", "ernie": "What is ERNIE?", "cutover": "Describe a cutover.", "fox": "Tell me about the fox."}
+GOLDEN_MAX_TOKENS = 12
+GATE = {"eval": {"min_pass_rate": 1.0}}  # every recorded answer must come back (max_drop 0 against the old: the default)
+
+
+@pytest.fixture(scope="module")
+def golden(fleet, first_run) -> Path:
+    """The set recorded from ans-a's routed instance before any upgrade (the answers the model in service gives)."""
+    assert first_run.rc == 0, "needs the first run"
+    text, answers = golden_record.record(fleet.hosts["ans-a"], CLI, 8000, GOLDEN_PROMPTS, GOLDEN_MAX_TOKENS)
+    print(f"\ngolden set recorded from ans-a:8000: {answers}")
+    path = fleet.workdir / "golden.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _gateway_upstream(sb: sandbox.Sandbox) -> str:
+    return sb.run(["curl", "-s", "-o", "/dev/null", "-w", "%header{x-ernie-upstream}", f"{GATEWAY}/health"]).stdout.strip()
+
+
+def _host_state(sb: sandbox.Sandbox) -> dict:
+    """What a refused upgrade must leave as it was: the route, the links (target and time), the units and their starts."""
+    return {
+        "routed": json.loads(sb.run([CLI, "route", "--json"]).stdout)["routed_port"],
+        "upstream": _gateway_upstream(sb),
+        "model": sb.run("readlink /srv/models/ernie-tiny/current; stat -c %Y /srv/models/ernie-tiny/current").stdout.split(),
+        "venv": sb.run("readlink /opt/ernie-ops/venv; stat -c %Y /opt/ernie-ops/venv").stdout.split(),
+        "8000": (sb.show("ernie-vllm@8000.service", "ActiveState"), _start_stamp(sb, "ernie-vllm@8000.service")),
+        "8001": sb.show("ernie-vllm@8001.service", "ActiveState"),
+    }
+
+
+def _failures(run: provision.Run, host: str) -> list[str]:
+    """The messages of the host's failed tasks, in order (the operator's transcript): each `fatal: [host]: FAILED! =>`
+    is followed by its result as indented YAML (callback_result_format = yaml)."""
+    lines, out = run.output.splitlines(), []
+    for n, line in enumerate(lines):
+        if line.startswith(f"fatal: [{host}]: FAILED! =>"):
+            body = list(itertools.takewhile(lambda s: s.startswith("    ") or not s.strip(), lines[n + 1 :]))
+            out.append(str((yaml.safe_load(textwrap.dedent("\n".join(body))) or {}).get("msg", "")))
+    return out
+
+
+def test_upgrade_yml_to_a_version_that_fails_the_golden_set_is_refused_on_the_first_host_and_moves_no_traffic(fleet, first_run, golden):
+    """upgrade.yml with the quality gate (ernie_ops_eval_set: a set recorded from the model in service; every case must
+    pass) to a version with other weights: ans-a's cutover runs the set against the new instance and refuses it before
+    any traffic moves; the play fails there with the cutover's sentence naming the failing cases, the new instance is
+    stopped, the links point at the serving version again (with their times), and ans-b is not touched. A client
+    through ans-a's gateway sees no failure."""
+    assert first_run.rc == 0, "needs the first run"
+    before = {name: _host_state(sb) for name, sb in fleet.inference.items()}
+    a = fleet.hosts["ans-a"]
+    loop = a.spawn([PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, "ernie-tiny", "1", "--max-tokens", "8"])
+    try:
+        up = fleet.playbook("upgrade.yml", ernie_model_version="broken", ernie_model_source={"type": "path", "path": BROKEN_SEED},
+                            ernie_ops_eval_set=str(golden), ernie_ops_cutover=GATE)  # fmt: skip
+    finally:
+        report = _loop_report(loop)
+    failed = _failures(up, "ans-a")
+    print(f"\nupgrade.yml to 'broken' with the quality gate: {up.seconds:.0f} s, rc {up.rc}; recap {up.recap()}")
+    print("ans-a's failed tasks (the operator's transcript):\n" + "\n".join(f"  {m}" for m in failed))
+    print(f"  a client through ans-a's gateway meanwhile: {report['ok']} ok, {report['failed']} failed, {report['cut']} cut")
+    assert up.rc != 0 and up.recap()["ans-a"]["failed"] == 1, up.output[-8000:]
+    refusal = next((m for m in failed if "quality: 8001 passed" in m), None)
+    assert refusal is not None, failed
+    named = [cid for cid in GOLDEN_PROMPTS if f"{cid} (missing" in refusal]
+    assert named and "needs 100%" in refusal and "8000 passed" in refusal, refusal
+    assert failed[-1].startswith(refusal) and "the links point at the serving version again" in failed[-1], failed
+    assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 1, "the rollout stopped at the first host"
+    assert report["ok"] > 0 and report["failed"] == report["cut"] == 0, report["errors"][:5]
+    after = {name: _host_state(sb) for name, sb in fleet.inference.items()}
+    for name in fleet.inference:
+        print(f"  {name}: before {before[name]}\n  {name}: after  {after[name]}")
+        assert after[name] == before[name], name
+        assert before[name]["routed"] == 8000 and before[name]["upstream"] == "127.0.0.1:8000" and before[name]["8001"] == "inactive"
+    last = json.loads(a.run("cat /var/lib/ernie-ops/state.json").stdout)["history"][-1]
+    assert last["outcome"] == "aborted" and last["error"].startswith("quality:") and "switch" not in last["steps"], last
+    assert "broken" in a.run("ls /srv/models/ernie-tiny").stdout.split(), "the refused version stays staged"
+    # nothing left to apply: the links' old times, and the config's new cutover section is not read by the engine
+    check = json.loads(a.run([CLI, "apply", "--only", "engine", "--check", "--json"]).stdout)
+    assert [x["action"] for x in check["actions"]] == ["none"], check
+
+
+def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing_a_request(fleet, first_run, golden):
     """upgrade.yml with a new model version and a changed vLLM setting (a changed setting must
     reach a serving host's traffic, not only its files), watched (canary step + bake), one host at a time, under load. site.yml
     reaches the same `ernie-ops apply` through the same ernie_ops role task, so one load phase proves both."""
@@ -430,7 +522,8 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
     through_edge = _edge_loop(fleet)
     time.sleep(3)
     try:
-        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED, ernie_ops_cutover=WATCHED)
+        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED,
+                            ernie_ops_cutover={**WATCHED, **GATE}, ernie_ops_eval_set=str(golden))  # fmt: skip
     finally:
         time.sleep(2)
         edge_report = _loop_report(through_edge)
@@ -443,6 +536,8 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
             reports[name] = json.loads(out)
     print(f"\nupgrade.yml (tiny-v2, vllm.max_model_len 2048 -> 1536) on 2 hosts (serial 1): {up.seconds:.0f} s; recap {up.recap()}")
     print("\n".join(_applied(up)))
+    quality = re.findall(r"80\d\d \d+/\d+ \([\d.]+%\), 80\d\d \d+/\d+ \([\d.]+%\): within [\d.]+% of the old", " ".join(up.output.split()))
+    print("the quality steps (new instance, old instance):\n" + "\n".join(f"  {q}" for q in quality))
     for name, rep in reports.items():
         print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['upstreams']}")
     print(f"  through the edge (openai, max_retries=0, HTTPS): {edge_report['ok']} ok, {edge_report['failed']} failed, "
@@ -466,6 +561,7 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
         judged = [(d["what"], d["verdict"]["result"]) for d in last["decisions"] if "verdict" in d]
         print(f"  {name}: {last['plan']}: {judged}")
         assert last["outcome"] == "promoted" and judged == [("canary 1/1", "pass"), ("bake", "pass")], last
+        assert "quality" in last["steps"], (name, "the gate ran before the canary", last["steps"])
     for name, sb in fleet.inference.items():  # the prober, every 15 s through nginx, saw no failure during the cutovers
         window = f"{int(up.seconds) + 20}s"
         probes = _prom(sb, f"min_over_time(probe_success[{window}])")
@@ -479,6 +575,8 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
         promoted = _prom(sb, f'max(ernie_ops_cutover_last_timestamp_seconds{{host="{name}", outcome="promoted"}})')
         assert promoted and float(promoted[0]["value"][1]) > time.time() - up.seconds - 60, (name, promoted)
     assert up.output.count("PLAY [Cut ERNIE hosts over one by one]") == 2, "serial: 1 runs one batch per host"
+    n = len(yaml.safe_load(golden.read_text(encoding="utf-8"))["cases"])
+    assert len(quality) == 2 and all(q.startswith(f"{ROUTED} {n}/{n} (100%)") for q in quality), quality
     assert all(h["failed"] == 0 for h in up.recap().values())
 
 

@@ -3,6 +3,10 @@
 The real weights cannot be downloaded here; this model has the real architecture (so vLLM loads
 it through the same code path) but ~1.6 MB of weights. Run as a script to build one:
 `python -m tests.harness.tiny_model DIR`. Files are world-readable so a service user can load them.
+Its embeddings are tied to the output layer, so greedy decoding only repeats the prompt's last token (the chat
+template's trailing space). `cached_answering(seed)` unties them (float32, weights from `seed`): its greedy answers
+are words that follow from the prompt, so a golden set can be recorded from one seed, and another seed (same
+architecture, tokenizer and served name) is a "broken" version that answers otherwise.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ def fingerprint() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
-def build(out: Path) -> Path:
-    """Write config, safetensors weights and tokenizer into `out` (created) and return it."""
+def build(out: Path, seed: int = 0, tied: bool = True, dtype: str = "bfloat16") -> Path:
+    """Write config, safetensors weights (drawn with `seed`) and tokenizer into `out` (created) and return it."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Ernie4_5Config, Ernie4_5ForCausalLM, PreTrainedTokenizerFast
@@ -56,7 +60,7 @@ def build(out: Path) -> Path:
     fast.model_max_length = 4096
     fast.save_pretrained(out)
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     cfg = Ernie4_5Config(
         vocab_size=VOCAB_SIZE,
         hidden_size=128,
@@ -66,13 +70,13 @@ def build(out: Path) -> Path:
         num_key_value_heads=2,
         head_dim=32,  # vLLM's CPU attention accepts only some head sizes; 32 is one
         max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tied,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
-        torch_dtype="bfloat16",
+        torch_dtype=dtype,
     )
-    model = Ernie4_5ForCausalLM(cfg).to(torch.bfloat16)
+    model = Ernie4_5ForCausalLM(cfg).to(getattr(torch, dtype))
     model.save_pretrained(out, safe_serialization=True)
     (out / "ernie-tiny.json").write_text(json.dumps({"fingerprint": fingerprint(), "served_name": SERVED_NAME}))
     for path in [out, *out.rglob("*")]:
@@ -94,6 +98,13 @@ def cached_build(cache_root: Path, prefix: str, marker: str, fingerprint: str, b
 def cached(cache_root: Path) -> Path:
     """The model for this generator version, built once into `cache_root` and reused."""
     return cached_build(cache_root, "ernie-tiny", "ernie-tiny.json", fingerprint(), build)
+
+
+def cached_answering(cache_root: Path, seed: int = 0) -> Path:
+    """The model with untied output weights drawn from `seed`, in float32 (greedy answers stable to the last token),
+    built once into `cache_root` and reused."""
+    return cached_build(cache_root, f"ernie-tiny-answering{seed}", "ernie-tiny.json", fingerprint(),
+                        lambda out: build(out, seed, tied=False, dtype="float32"))  # fmt: skip
 
 
 if __name__ == "__main__":
