@@ -122,3 +122,121 @@ def test_the_real_model_passes_the_example_golden_set(served: Served):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pass rate 100.0% (weighted; 5 of 5 cases passed)" in done.stdout
     assert "The capital of France is Paris." in done.stdout
+
+
+# ---- the product's pipelines with the real model (greedy: the same answer every run) ---------------------------
+
+ONCALL = (
+    "On-call handbook. The primary receives every P1 and P2 page for the week. The primary must acknowledge a page "
+    "within 5 minutes; the secondary is paged automatically when the primary does not."
+)
+LAPTOPS = "Laptop policy. Engineers get a new laptop every 3 years. Lost laptops are reported to IT the same day."
+
+
+class _Recorder:
+    """The chat page's side of a Conversation: what the user is shown at the end."""
+
+    def __init__(self) -> None:
+        self.shown, self.said = "", []
+
+    async def token(self, piece: str) -> None:
+        pass
+
+    async def finish(self, text: str, sources: list) -> None:
+        self.shown = text
+
+    async def say(self, text: str) -> None:
+        self.said.append(text)
+
+    async def fail(self, text: str) -> None:
+        self.said.append(text)
+
+    async def stopped(self) -> None:
+        pass
+
+
+def docs_turn(port: int, work: Path, passages: dict[str, str], question: str):
+    """One document Q&A turn through chat.conversation.Conversation (the built-in Docs scenario, lexical retrieval
+    over `passages` indexed the product's way, greedy, 128 tokens): (outcome, the reply as shown)."""
+    import asyncio
+
+    from ernie_ops.chat import history
+    from ernie_ops.chat.config import ChatConfig
+    from ernie_ops.chat.conversation import Conversation
+    from ernie_ops.client.gateway import GatewayClient, Timeouts
+    from ernie_ops.docs import ingest
+    from ernie_ops.docs.config import DocsConfig
+    from ernie_ops.docs.retrieve import Retriever
+    from ernie_ops.docs.store import Index, Scope
+    from ernie_ops.evaluate.run import docs_scenario
+
+    cfg = DocsConfig()
+
+    class Docs:
+        async def retrieve(self, q: str):
+            return Retriever(index, cfg).search(q, Scope(collections=["t"]))
+
+    async def turn():
+        client = GatewayClient(f"http://127.0.0.1:{port}", real_model.SERVED_NAME, Timeouts(connect=5, read=120, reply=300))
+        try:
+            chat = ChatConfig(max_tokens=128, temperature=0.0, docs=cfg)
+            counter = history.TokenizeCounter(client.http, f"http://127.0.0.1:{port}", real_model.SERVED_NAME)
+            conv = Conversation(
+                docs_scenario(), chat, history.Budget(2048, 128, chat.margin_tokens), client, counter, user="t", docs=Docs()
+            )  # type: ignore[arg-type]
+            sink = _Recorder()
+            out = await conv.on_user_message(question, sink)
+            return out, sink.shown or " ".join(sink.said)
+        finally:
+            await client.aclose()
+
+    with Index(work / "index.sqlite", tokenizer=cfg.tokenizer) as index:
+        for name, text in passages.items():
+            ingest.index_bytes(index, text.encode(), name, cfg, collection="t", name=name)
+        return asyncio.run(turn())
+
+
+def test_a_docs_answer_carries_the_passages_number_and_its_marker(served: Served, tmp_path: Path):
+    """Document Q&A with the real model: the answer states the passage's number (5 minutes) and the reply marks
+    the sentence with the passage's 【n】, which is listed as its source."""
+    started = time.monotonic()
+    out, shown = docs_turn(
+        served.sp.port, tmp_path, {"oncall.md": ONCALL, "laptops.md": LAPTOPS}, "How quickly must the primary acknowledge a page?"
+    )
+    print(f"\ndocs answer in {time.monotonic() - started:.1f} s: {shown!r}")
+    assert out.kind == "done", shown
+    n = next(i for i, h in enumerate(out.hits, 1) if h.file == "oncall.md")
+    assert "5 minutes" in shown.split("**")[0], shown
+    assert n in out.cited and f"【{n}】" in shown.split("**")[0], shown
+
+
+def test_marketing_posts_from_the_real_model_keep_the_rules_and_are_not_the_prompts_example(served: Served):
+    """A marketing request through CopyWriter (channel rules, forbidden words, tries; greedy): every post ends
+    within the rules and is the model's own text about the product, not a copy of the answer format."""
+    import asyncio
+
+    from ernie_ops.client.gateway import GatewayClient, Timeouts
+    from ernie_ops.marketing.config import MarketingConfig
+    from ernie_ops.marketing.generate import CopyRequest, CopyWriter
+
+    cfg = MarketingConfig(temperature=0.0)
+    req = CopyRequest.from_form({"product": "Canvas tote bag", "selling_points": "water-resistant, fits a 14-inch laptop",
+                                 "audience": "students"}, cfg)  # fmt: skip
+
+    async def posts():
+        client = GatewayClient(f"http://127.0.0.1:{served.sp.port}", real_model.SERVED_NAME, Timeouts(connect=5, read=120, reply=300))
+        try:
+            return await CopyWriter(client, cfg).posts(req)
+        finally:
+            await client.aclose()
+
+    started = time.monotonic()
+    got = asyncio.run(posts())
+    print(
+        f"\n{len(got)} posts in {time.monotonic() - started:.1f} s: "
+        + " | ".join(f"{p.text!r} ({p.attempts} tries, {p.flags})" for p in got)
+    )
+    assert len(got) == req.posts
+    for p in got:
+        assert p.ok, (p.text, p.flags)
+        assert "the post" not in p.text.lower() and "posts" not in p.text.lower(), p.text
