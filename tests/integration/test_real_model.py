@@ -183,7 +183,7 @@ def docs_turn(port: int, work: Path, passages: dict[str, str], question: str):
             chat = ChatConfig(max_tokens=MAX_DOCS_TOKENS, temperature=0.0, docs=cfg)
             counter = history.TokenizeCounter(client.http, f"http://127.0.0.1:{port}", real_model.SERVED_NAME)
             conv = Conversation(
-                docs_scenario(), chat, history.Budget(2048, 128, chat.margin_tokens), client, counter, user="t", docs=Docs()
+                docs_scenario(), chat, history.Budget(2048, MAX_DOCS_TOKENS, chat.margin_tokens), client, counter, user="t", docs=Docs()
             )  # type: ignore[arg-type]
             sink = _Recorder()
             out = await conv.on_user_message(question, sink)
