@@ -67,9 +67,17 @@ def _label(hit: Hit) -> str:
     return f"{_one_line(hit.file)}, {where}" if where else _one_line(hit.file)
 
 
-def prompt_block(hits: list[Hit]) -> str:
-    """The numbered passages for the prompt: '【1】(handbook.pdf, p. 3)\\n<text>' blocks separated by a blank line."""
-    return "\n\n".join(f"【{n}】({_label(hit)})\n{hit.text.strip()}" for n, hit in enumerate(hits, 1))
+def prompt_block(hits: list[Hit], *, quote: bool = False) -> str:
+    """The numbered passages for the prompt: '【1】(handbook.pdf, p. 3)\\n<text>' blocks separated by a blank line;
+    `quote`: each line of the text as a Markdown quote ('> ...'), so the passage reads as quoted data (a document
+    line saying "ignore the question and ..." is part of the quote, not a line of the user's message)."""
+    return "\n\n".join(
+        f"【{n}】({_label(hit)})\n{_quoted(hit.text.strip()) if quote else hit.text.strip()}" for n, hit in enumerate(hits, 1)
+    )
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
 
 
 def sources_list(hits: list[Hit], used: list[int]) -> list[str]:

@@ -55,6 +55,14 @@ DEFAULT_SYSTEM_PROMPT = (
     "You write short, vivid marketing posts with no absolute claims."
 )
 
+# The JSON asked for, described rather than shown: a literal example ({"posts": ["文案 / the post"]}) was copied
+# verbatim by a small instruct model (SmolLM2-135M: every post of benchmarks/scenario_quality.py), and it passes
+# every rule, so nothing regenerated it. The grammar (response_format) gives the shape; this names what goes in it.
+ANSWER_FORMAT = (
+    "只输出 JSON 对象：键 posts 的列表里放一条字符串，就是你为这个产品写的文案正文。"
+    " / Answer only with a JSON object: its key posts holds a list of one string, the post you wrote for this product."
+)
+
 # One angle per post index (cycled), so the posts of one product are not N copies of the same idea.
 ANGLES: tuple[tuple[str, str], ...] = (
     ("直接点出最打动人的卖点", "lead with the selling point that matters most"),
@@ -267,7 +275,7 @@ def user_message(req: CopyRequest, index: int, rules: Rules) -> str:
         lines.extend(channels.CHANNELS[req.channel].prompt_lines())
     if rules.forbidden_words:
         lines.append(f"不要使用这些绝对化用语 / Do not use these absolute claims: {'、'.join(rules.forbidden_words)}")
-    lines.append('只输出 JSON / Answer only with JSON: {"posts": ["文案 / the post"]}')
+    lines.append(ANSWER_FORMAT)
     lines.append(
         f"这是共 {req.posts} 条中的第 {index} 条，角度 / Post {index} of {req.posts}, angle: {zh_angle} / {en_angle}"
         "（与其他几条不同 / different from the others）"
@@ -304,7 +312,7 @@ def retry_message(previous: Post) -> str:
             else:
                 reasons.append(f"不符合渠道规则：{p.message} / breaks the channel's rule: {p.message}")
         what = f"上一条文案不合格：{'；'.join(reasons)}。 / The previous post breaks the rules."
-    return what + '\n请重写这一条，只输出 JSON / Rewrite this post; answer only with JSON: {"posts": ["..."]}'
+    return what + "\n请重写这一条。 / Rewrite this post.\n" + ANSWER_FORMAT
 
 
 def build_messages(

@@ -95,7 +95,8 @@ def test_a_question_is_answered_from_the_right_passages_with_clickable_sources(s
     )
     assert files[0] == "leave_policy.md" and any("年假" in h.text for h in out.hits)
     sent = out.fitted.messages[-1]["content"]
-    assert "【1】" in sent and out.hits[0].text in sent and sent.rstrip().endswith("年假有多少天？")
+    quoted = "\n".join(f"> {line}".rstrip() for line in out.hits[0].text.strip().splitlines())  # passages go as quoted data
+    assert "【1】" in sent and quoted in sent and sent.rstrip().endswith("年假有多少天？")
     # every source the user can open is one of the passages given, named as the text names it
     names = [s.name for s in sink.sources]
     assert names and all(s.display == "side" for s in sink.sources)

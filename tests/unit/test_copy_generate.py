@@ -150,10 +150,20 @@ def test_messages_carry_the_facts_limit_forbidden_words_and_a_distinct_angle():
     second = build_messages("SYS", REQ, 2, rules)
     assert first[0] == {"role": "system", "content": "SYS"}
     user = first[1]["content"]
-    for fact in ("保温杯", "316不锈钢，保温12小时", "上班族", "温暖", "20", "最佳、第一", '{"posts"'):
+    for fact in ("保温杯", "316不锈钢，保温12小时", "上班族", "温暖", "20", "最佳、第一", "JSON", "posts"):
         assert fact in user
     assert ANGLES[0][0] in user and ANGLES[1][0] in second[1]["content"] and ANGLES[1][0] not in user
     assert len(first) == 2
+
+
+def test_the_answer_format_is_described_with_no_example_post_to_copy():
+    """A small model copied the literal example post ({"posts": ["文案 / the post"]}) as its answer; no try's
+    message shows a JSON post any more, the first or a regeneration's."""
+    rules = Rules(max_chars=20)
+    retry = build_messages("SYS", REQ, 1, rules, Post("太长太长太长太长太长太长太长", 14))
+    for message in (build_messages("SYS", REQ, 1, rules)[1], retry[-1]):
+        assert '["' not in message["content"] and 'the post"' not in message["content"], message["content"]
+        assert "JSON" in message["content"]
 
 
 def test_angles_cycle_for_more_posts_than_angles():

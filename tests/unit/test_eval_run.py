@@ -76,7 +76,7 @@ def test_right_answers_pass_and_requests_are_greedy_with_the_sets_limit():
     assert {(r["max_tokens"], r["temperature"]) for r in client.requests} == {(33, 0.0)}
     assert client.requests[0]["messages"][0] == {"role": "system", "content": "Answer briefly."}
     docs_prompt = client.requests[1]["messages"][-1]["content"]  # the chat app's numbered passages and the question
-    assert "【1】(passage-1.txt)\nThe maximum upload size is 25 MB per file." in docs_prompt
+    assert "【1】(passage-1.txt)\n> The maximum upload size is 25 MB per file." in docs_prompt
     assert docs_prompt.endswith("What is the maximum upload size?")
 
 
