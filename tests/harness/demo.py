@@ -171,16 +171,19 @@ def _link(sb: sandbox.Sandbox) -> None:
 
 def ernie_swap_lines(workdir: Path) -> list[str]:
     """How to serve ERNIE weights on the demo host instead: upgrade.yml with the ernie_model role's source variables
-    (defaults/main.yml, argument_specs) stages them beside the served version and cuts over to them."""
+    (defaults/main.yml, argument_specs) stages them beside the served version and moves the engine to them; its
+    `ernie-ops apply` is the engine's only, so site.yml with the same file then restarts the chat app (and
+    Prometheus's probe) on the new model name. Tried on the demo host with the tiny ERNIE model as the archive."""
+    playbook = f"cd ansible && {Path(sys.executable).parent / 'ansible-playbook'} -i {workdir / 'hosts.yml'}"
     return [
-        "To serve ERNIE weights instead, write ernie.yml (the ernie_model role's variables) and run upgrade.yml:",
+        "To serve ERNIE weights instead, write ernie.yml (the ernie_model role's variables) and run upgrade.yml, then site.yml:",
         '  ernie_model_source: {type: archive, path: /abs/path/ERNIE-4.5-0.3B-PT.tar.gz, checksum: "sha256:<hex>", strip_components: 1}',
         "    # or {type: hub, repo: baidu/ERNIE-4.5-0.3B-PT, revision: <40-hex commit>} where the host reaches the hub",
         "  ernie_model_version: ernie-4.5-0.3b-pt",
         "  ernie_model_expected_architecture: Ernie4_5ForCausalLM",
         "  ernie_ops_served_name: ernie-4.5-0.3b-pt",
-        f"  cd ansible && {Path(sys.executable).parent / 'ansible-playbook'} -i {workdir / 'hosts.yml'} upgrade.yml "
-        "-e @/abs/path/ernie.yml",
+        f"  {playbook} upgrade.yml -e @/abs/path/ernie.yml   # the engine moves to the new weights",
+        f"  {playbook} site.yml -e @/abs/path/ernie.yml      # the chat app and the monitoring take the new model name",
         "  (pass the same -e @ernie.yml to any later site.yml run, or it puts the demo model back)",
     ]
 

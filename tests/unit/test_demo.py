@@ -167,6 +167,7 @@ def test_the_printout_names_the_model_and_how_to_serve_ernie_weights_instead(tmp
     swap = "\n".join(demo.ernie_swap_lines(tmp_path))
     assert swap in text
     assert f"-i {tmp_path / 'hosts.yml'} upgrade.yml -e @" in swap
+    assert f"-i {tmp_path / 'hosts.yml'} site.yml -e @" in swap  # upgrade.yml leaves the chat app on the old name
     # the variables the swap sets are the roles' own, the source a kind the ernie_model role accepts
     model_spec = yaml.safe_load((ROLE.parent / "ernie_model" / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
     file_lines = [line for line in swap.splitlines()[1:] if line.startswith("  ") and ": " in line and "ansible" not in line]
