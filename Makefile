@@ -29,9 +29,11 @@ ansible-lint: deps
 	cd ansible && $(VENV)/bin/ansible-playbook --syntax-check site.yml upgrade.yml && $(VENV)/bin/ansible-lint --profile production
 
 # `make demo`: a sandboxed host (real systemd, own network namespace at 10.231.0.2) provisioned by
-# ansible/site.yml with the cpu profile and the tiny model; `make demo-down` removes it.
+# ansible/site.yml with the cpu profile; `make demo-down` removes it. MODEL: smollm2 (a real instruct model,
+# the default) or tiny (the random ERNIE-architecture model the tests use).
+MODEL ?= smollm2
 demo: deps
-	$(PY) -m tests.harness.demo up
+	$(PY) -m tests.harness.demo up --model $(MODEL)
 
 demo-down:
 	$(PY) -m tests.harness.demo down

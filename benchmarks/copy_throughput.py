@@ -1,10 +1,10 @@
 """Marketing-copy batch throughput vs `ernie-ops bench` at the same prompt/output lengths; prints tables, asserts nothing.
 
     ~/.cache/ernie-ops/venv/bin/python -m benchmarks.copy_throughput [--rows 200] [--concurrency 1,8,32] [--max-tokens 32]
-                                                                     [--budget 600]
+                                                                     [--budget 600] [--model tiny|real]
 
-One real vLLM instance (the tiny model, CPU) behind the project's nginx, as tests/integration does. For each
-concurrency C:
+One real vLLM instance (the tiny model, or with --model real SmolLM2-135M-Instruct in float32; CPU) behind the
+project's nginx, as tests/integration does. For each concurrency C:
   batch  `run_batch` over a ROWS-row products file (synthetic products, 3 posts a row, the product's default
          chat.marketing settings except max_tokens) through the gateway with the real GatewayClient and
          CopyWriter: C rows at once, so up to 3 x C requests in flight. A fresh output file each time.
@@ -33,14 +33,15 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.models import MODELS
 from ernie_ops.client.gateway import GatewayClient, ReplyStats, Timeouts
 from ernie_ops.marketing import batch_io
 from ernie_ops.marketing.batch import BatchSummary, run_batch
 from ernie_ops.marketing.config import MarketingConfig
 from ernie_ops.marketing.generate import DEFAULT_SYSTEM_PROMPT, CopyRequest, CopyWriter, build_messages
 from ernie_ops.observe import bench
-from tests.conftest import CACHE, free_port, write_config
-from tests.harness import nginx, serve_proc, tiny_model
+from tests.conftest import free_port, write_config
+from tests.harness import nginx, serve_proc
 
 PRODUCTS = ["保温杯", "帆布包", "蓝牙耳机", "绿茶", "台灯", "跑鞋", "雨伞", "面膜", "机械键盘", "电动牙刷"]
 POINTS = ["轻便耐用", "保温12小时", "降噪长续航", "明前采摘", "护眼无频闪", "轻量缓震", "抗风防晒", "补水保湿"]
@@ -123,34 +124,37 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--budget", type=float, default=600.0, help="seconds per batch level before it is cut")
+    ap.add_argument("--model", choices=sorted(MODELS), default="tiny", help="real: SmolLM2-135M-Instruct in float32")
     ap.add_argument("--no-structured", action="store_true", help="batch without response_format (the grammar's cost, by difference)")
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     cfg = MarketingConfig(max_tokens=args.max_tokens, structured_output=not args.no_structured)
-    model = tiny_model.cached(CACHE / "models")
+    served = MODELS[args.model]
+    model, name = served.directory(), served.served_name
     with tempfile.TemporaryDirectory(prefix="eo-copy-", dir="/var/tmp") as d:
         work = Path(d)
         work.chmod(0o755)
         port = free_port()
-        sp = serve_proc.start(write_config(work / "ernie.yaml", model, [port], work / "cache"), port, work)
+        sp = serve_proc.start(write_config(work / "ernie.yaml", model, [port], work / "cache", **served.sections), port, work)
         ng = nginx.prepare(work / "nginx", free_port(), port)
         try:
             sp.wait_ready()
             ng.start()
             read = batch_io.read_products(products_file(work / "products.csv", args.rows))
-            ptoks = prompt_tokens(ng.url, tiny_model.SERVED_NAME, cfg, read.rows[0])
-            bench_ptoks = bench_prompt_tokens(ng.url, tiny_model.SERVED_NAME, ptoks)
+            ptoks = prompt_tokens(ng.url, name, cfg, read.rows[0])
+            bench_ptoks = bench_prompt_tokens(ng.url, name, ptoks)
+            print(f"model {name} ({args.model}); marketing prompt: this checkout's ernie_ops/marketing/generate.py", flush=True)
             print(f"bench prompt_tokens={bench_ptoks} (its 'hi ' prompt, about {ptoks} tokens with this tokenizer)", flush=True)
             print(f"copy prompt (first try, chat template): {ptoks} tokens; max_tokens {cfg.max_tokens}; {cfg.posts} posts a row, "
                   f"max_attempts {cfg.max_attempts}; structured output {cfg.structured_output}", flush=True)  # fmt: skip
             results = []
             for c in levels:
                 summary, seconds, counting, cut = asyncio.run(
-                    batch_level(ng.url, tiny_model.SERVED_NAME, read, work / f"posts-c{c}.csv", cfg, c, args.budget)
+                    batch_level(ng.url, name, read, work / f"posts-c{c}.csv", cfg, c, args.budget)
                 )
                 n_requests = summary.requests
                 spec = bench.BenchSpec(
-                    url=ng.url, model=tiny_model.SERVED_NAME, concurrency=c * cfg.posts, duration=None, count=n_requests,
+                    url=ng.url, model=name, concurrency=c * cfg.posts, duration=None, count=n_requests,
                     prompt_tokens=bench_ptoks, max_tokens=cfg.max_tokens,
                 )  # fmt: skip
                 rep = bench.run(spec)

@@ -96,8 +96,11 @@ class Fleet:
         lan: bool = False,
         groups: dict[str, str] | None = None,
         member_of: dict[str, list[str]] | None = None,
+        seed_inside: str = SEED_INSIDE,
     ):
-        """`lan`: the hosts share a private segment (tests/harness/lan.py); each one's address is its ansible_host.
+        """`model_dir` is bound read-only at `seed_inside` in each host (a `path` model source for host_vars()'s
+        SEED_INSIDE, or for a caller's own `ernie_model_source` when it names another model).
+        `lan`: the hosts share a private segment (tests/harness/lan.py); each one's address is its ansible_host.
         `groups`: a host's inventory group other than ernie_inference (e.g. {"gw": "ernie_edge"});
         `member_of`: more groups a host is in besides that one (e.g. {"gw": ["ernie_db"]})."""
         EMPTY_UNITS.mkdir(exist_ok=True)
@@ -111,7 +114,7 @@ class Fleet:
         self.member_of = member_of or {}
         self.workdir = Path(f"/var/tmp/ernie-ops-ansible-{os.getpid()}-{'-'.join(names)}")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): SEED_INSIDE, **(extra_ro or {})}
+        binds = {str(WHEELHOUSE): "/srv/wheelhouse", str(model_dir): seed_inside, **(extra_ro or {})}
         try:
             for name in names:
                 sb = sandbox.up(name, share=PROJECT, units=EMPTY_UNITS, binds_ro=binds, net=True, upper_on_disk=True)

@@ -11,9 +11,10 @@ import jinja2
 import pytest
 import yaml
 
+from ernie_ops import config
 from ernie_ops.chat import users
 from ernie_ops.errors import UsageError
-from tests.harness import demo
+from tests.harness import demo, provision, real_model, tiny_model
 
 ROLE = Path(__file__).resolve().parents[2] / "ansible" / "roles" / "ernie_chat"
 
@@ -103,3 +104,78 @@ def test_a_failed_site_yml_ends_with_the_reason_and_the_journal_command_inside_t
         f"  Its journal: {enter} journalctl -u ernie-vllm@8000 -n 100",
     ]
     assert demo.failure_summary("PLAY RECAP\ndemo : ok=3 changed=0 failed=0\n", enter) == []
+
+
+def model_role_variables() -> set[str]:
+    """Every variable the roles declare (defaults), which the demo's per-model variables must be."""
+    roles = Path(__file__).resolve().parents[2] / "ansible" / "roles"
+    declared: set[str] = set()
+    for defaults in roles.glob("*/defaults/main.yml"):
+        declared |= set(yaml.safe_load(defaults.read_text()) or {})
+    return declared
+
+
+def test_the_default_demo_model_is_the_real_instruct_model_in_float32():
+    model = demo.choose_model(demo.DEFAULT_MODEL)
+    assert demo.DEFAULT_MODEL == "smollm2"
+    v = model.host_vars
+    assert set(v) <= model_role_variables()
+    assert v["ernie_model_expected_architecture"] == "LlamaForCausalLM"
+    assert v["ernie_ops_served_name"] == model.served_name == real_model.SERVED_NAME
+    assert v["ernie_model_source"] == {"type": "path", "path": model.seed_inside}
+    assert "ernie-tiny" not in v["ernie_model_root"] and "ernie-tiny" not in model.seed_inside
+    assert v["ernie_ops_vllm"]["dtype"] == "float32"  # bf16 changes the answers on this CPU
+    assert {k: x for k, x in v["ernie_ops_vllm"].items() if k not in ("dtype", "max_model_len")} == {
+        k: x for k, x in provision.host_vars()["ernie_ops_vllm"].items() if k != "max_model_len"
+    }
+    assert model.seed_dir is real_model.cached
+
+
+def test_the_tiny_demo_model_is_what_the_e2e_tests_provision():
+    model = demo.choose_model("tiny")
+    assert model.host_vars == {}  # provision.host_vars() as it is
+    assert model.seed_inside == provision.SEED_INSIDE
+    assert model.served_name == provision.host_vars()["ernie_ops_served_name"] == tiny_model.SERVED_NAME
+    assert provision.host_vars()["ernie_model_expected_architecture"] == "Ernie4_5ForCausalLM"
+
+
+def test_each_demo_models_settings_make_a_config_the_app_accepts(tmp_path):
+    """The model-dependent settings (max_model_len, dtype) with the chat defaults (max_tokens, margin): config.parse
+    checks the prompt keeps room."""
+    for name, model in demo.MODELS.items():
+        vllm = {**provision.host_vars()["ernie_ops_vllm"], **model.host_vars.get("ernie_ops_vllm", {}), "accelerator": "cpu"}
+        data = {"model": {"path": str(tmp_path), "served_name": model.served_name}, "vllm": vllm, "instances": [{"port": 8000}]}
+        cfg = config.parse(yaml.safe_dump(data), "ernie.yaml")
+        assert cfg.vllm.max_model_len - cfg.chat.max_tokens - cfg.chat.margin_tokens >= 512, name
+
+
+def test_an_unknown_model_is_refused_in_one_sentence_naming_the_choices(capsys):
+    with pytest.raises(UsageError) as exc:
+        demo.choose_model("ernie-4.5")
+    assert str(exc.value) == "MODEL='ernie-4.5' is not a demo model; use one of: smollm2, tiny (default smollm2)"
+    assert demo.main(["up", "--model", "ernie-4.5"]) == 2
+    assert capsys.readouterr().out.strip() == str(exc.value)
+
+
+def test_the_printout_names_the_model_and_how_to_serve_ernie_weights_instead(tmp_path):
+    state = {"chat_user": "demo", "chat_password": "Ab-cd_12"}
+    text = demo.served_text(demo.MODELS["smollm2"], state, 212.4, tmp_path, "nsenter -t 42 --")
+    title = "SmolLM2-135M-Instruct (Apache-2.0, English-first; a stand-in: ERNIE weights cannot be downloaded here)"
+    assert f'serves {title} as model "smollm2-135m"' in text
+    assert '"model":"smollm2-135m"' in text and "ernie-tiny" not in text
+    assert "site.yml took 212 s" in text and "chat login: demo / Ab-cd_12" in text
+    swap = "\n".join(demo.ernie_swap_lines(tmp_path))
+    assert swap in text
+    assert f"-i {tmp_path / 'hosts.yml'} upgrade.yml -e @" in swap
+    assert f"-i {tmp_path / 'hosts.yml'} site.yml -e @" in swap  # upgrade.yml leaves the chat app on the old name
+    # the variables the swap sets are the roles' own, the source a kind the ernie_model role accepts
+    model_spec = yaml.safe_load((ROLE.parent / "ernie_model" / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
+    file_lines = [line for line in swap.splitlines()[1:] if line.startswith("  ") and ": " in line and "ansible" not in line]
+    ernie_yml = yaml.safe_load("\n".join(file_lines))
+    assert set(ernie_yml) <= model_role_variables()
+    assert ernie_yml["ernie_model_expected_architecture"] == "Ernie4_5ForCausalLM"
+    source_spec = model_spec["options"]["ernie_model_source"]["options"]
+    assert ernie_yml["ernie_model_source"]["type"] in source_spec["type"]["choices"]
+    assert set(ernie_yml["ernie_model_source"]) <= set(source_spec)
+    tiny = demo.served_text(demo.MODELS["tiny"], state, 1, tmp_path, "nsenter -t 42 --")
+    assert 'as model "ernie-tiny"' in tiny and '"model":"ernie-tiny"' in tiny
