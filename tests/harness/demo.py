@@ -54,6 +54,12 @@ class DemoModel:
 # against transformers and decoded slower; float32 matched all 6 (tests/integration/test_real_model.py).
 # max_model_len 4096 (the model takes 8192): chat.max_tokens 1024 + margin 32 leave 3040 prompt tokens for the
 # system prompt, history and docs passages; float32 KV for 4096 tokens is ~0.4 GB, within cpu_kvcache_space_gib 1.
+# The chat's sampling for this 135M model: with the app's defaults (temperature 0.7, 1024 tokens) the demo's second
+# turn looped until the limit (331 s, finish=length, in Chromium through the app). Two-turn chats with the General
+# system prompt (3 seeds): at 0.7 one answer ran 142 tokens and others drifted ("I'm Alessandro..."); at 0.2 with
+# repetition_penalty 1.05 and 320 tokens all 9 turns ended by themselves in at most 57 tokens (5.7 s on the loaded
+# 2 cores). 320 bounds the worst case to ~20 s.
+SMOLLM2_CHAT = {"temperature": 0.2, "max_tokens": 320, "extra_body": {"repetition_penalty": 1.05}}
 MODELS = {
     "smollm2": DemoModel(
         title="SmolLM2-135M-Instruct (Apache-2.0, English-first; a stand-in: ERNIE weights cannot be downloaded here)",
@@ -67,6 +73,7 @@ MODELS = {
             "ernie_model_expected_architecture": "LlamaForCausalLM",
             "ernie_ops_served_name": real_model.SERVED_NAME,
             "ernie_ops_vllm": {**provision.host_vars()["ernie_ops_vllm"], "dtype": "float32", "max_model_len": 4096},
+            "ernie_ops_chat": SMOLLM2_CHAT,
         },
     ),
     "tiny": DemoModel(

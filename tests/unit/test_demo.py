@@ -145,8 +145,12 @@ def test_each_demo_models_settings_make_a_config_the_app_accepts(tmp_path):
     for name, model in demo.MODELS.items():
         vllm = {**provision.host_vars()["ernie_ops_vllm"], **model.host_vars.get("ernie_ops_vllm", {}), "accelerator": "cpu"}
         data = {"model": {"path": str(tmp_path), "served_name": model.served_name}, "vllm": vllm, "instances": [{"port": 8000}]}
+        if chat := model.host_vars.get("ernie_ops_chat"):
+            data["chat"] = chat  # the ernie_ops role writes ernie_ops_chat as the chat section
         cfg = config.parse(yaml.safe_dump(data), "ernie.yaml")
         assert cfg.vllm.max_model_len - cfg.chat.max_tokens - cfg.chat.margin_tokens >= 512, name
+    real = config.parse(yaml.safe_dump({"chat": demo.MODELS["smollm2"].host_vars["ernie_ops_chat"]}), "ernie.yaml").chat
+    assert (real.temperature, real.max_tokens) == (0.2, 320) and real.extra_body == {"repetition_penalty": 1.05}
 
 
 def test_an_unknown_model_is_refused_in_one_sentence_naming_the_choices(capsys):
