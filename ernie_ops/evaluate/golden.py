@@ -12,8 +12,10 @@
         must_include: ["30"]
 
 A case is `messages` (a chat request sent as it is), `docs` (a question answered by the document Q&A pipeline from
-passages or files given in the set, or from a collection of the configured index) or `copy` (a marketing request;
-its posts must end within chat.marketing's rules, so its phrases are optional). Loading reports
+passages or files given in the set, or from a collection of the configured index), `copy` (a marketing request;
+its posts must end within chat.marketing's rules, so its phrases are optional) or `onboarding` (an HR record's
+facts, the start date as days from today: the welcome the model writes for them must pass the onboarding fact
+check, so its phrases are optional too). Loading reports
 every problem of the file at once, each with file:line, the field and what to do, like the config file.
 """
 
@@ -112,11 +114,34 @@ class CopyInput(Section):
         return value
 
 
+class OnboardingInput(Section):
+    """A new employee's HR record, as `onboarding.plan.Facts` holds it (the start date relative to the day the set runs)."""
+
+    name: str = Field(min_length=1)
+    department: str = Field(min_length=1)
+    role: str = Field("", description="the title; empty: the record has none (the welcome must then name no role)")
+    manager: str | None = Field(None, min_length=1, description="null: the record names no manager")
+    start_in_days: int = Field(
+        ge=-366, le=366,
+        description="start date = the day the set runs + n (never a calendar date: a fixed one would drift past); "
+        "within a year either way, the span an HR record of a current hire has",
+    )  # fmt: skip
+    employee: str | None = Field(None, min_length=1, description="the record's id (the model is not given it); null: the case id")
+
+    @field_validator("name", "department", "role", "manager", "employee")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value and not value.strip():
+            raise ValueError("blank; write the text (or leave the key out)")
+        return value.strip() if value is not None else None
+
+
 class Case(Section):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="names the case in the report")
     messages: list[Message] | None = Field(None, min_length=1)
     docs: DocsInput | None = None
     copy_: CopyInput | None = Field(None, alias="copy")
+    onboarding: OnboardingInput | None = None
     must_include: list[Phrase] = Field(default_factory=list)
     must_not_include: list[Phrase] = Field(default_factory=list)
     case_sensitive: bool = False
@@ -126,13 +151,16 @@ class Case(Section):
 
     @model_validator(mode="after")
     def _kind_and_checks(self) -> Case:
-        if [self.messages, self.docs, self.copy_].count(None) != 2:
+        if [self.messages, self.docs, self.copy_, self.onboarding].count(None) != 3:
             raise ValueError(
-                "a case is `messages` (a chat request), `docs` (a document question) or `copy` (a marketing request): give exactly one"
+                "a case is `messages` (a chat request), `docs` (a document question), `copy` (a marketing request) "
+                "or `onboarding` (a new employee's welcome): give exactly one"
             )
         if self.messages is not None and self.messages[-1].role != "user":
             raise ValueError("the last of `messages` must be the user's, the one the model answers")
-        if not self.must_include and not self.must_not_include and self.copy_ is None:  # copy: its rules are the check
+        # copy: its rules are the check; onboarding: the fact check (a welcome naming another department, date or
+        # an invented number fails the case), so either can fail without a phrase
+        if not self.must_include and not self.must_not_include and self.copy_ is None and self.onboarding is None:
             raise ValueError("give `must_include` and/or `must_not_include`: a case without phrases cannot fail")
         if self.docs is not None and self.docs.citations and not self.must_include:
             raise ValueError("a docs case checks its citations against `must_include`: give the expected phrase(s)")
@@ -140,7 +168,9 @@ class Case(Section):
 
     @property
     def kind(self) -> str:
-        return "messages" if self.messages is not None else "docs" if self.docs is not None else "copy"
+        if self.messages is not None:
+            return "messages"
+        return "docs" if self.docs is not None else "copy" if self.copy_ is not None else "onboarding"
 
 
 class GoldenSet(Section):
@@ -208,7 +238,8 @@ def _parse(text: str, source: str) -> tuple[GoldenSet, dict[tuple, int]]:
     return golden, doc.lines
 
 
-_MODELS: dict[str, type[Section]] = {"defaults": Defaults, "cases": Case, "messages": Message, "docs": DocsInput, "copy": CopyInput}
+_MODELS: dict[str, type[Section]] = {"defaults": Defaults, "cases": Case, "messages": Message, "docs": DocsInput, "copy": CopyInput,
+                                  "onboarding": OnboardingInput}  # fmt: skip
 
 
 def _owner(path: tuple) -> type[Section]:

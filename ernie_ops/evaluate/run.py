@@ -7,7 +7,11 @@ app's document Q&A turn (`chat.conversation.Conversation` with the built-in Docs
 its relevance gate, the numbered-passages prompt fitted to the token budget, the reply's clean-up and the 【n】
 markers `docs.cite` places. Their passages are indexed into a temporary index, one collection per case, or come
 from a collection of the configured index. The dense ranking (chat.docs.embeddings) is left out: the set judges
-the model, and an embedding server would be a second thing that can change the result.
+the model, and an embedding server would be a second thing that can change the result. `onboarding` cases ask for a new
+employee's welcome as the chat app's onboarding helper does (`onboarding.service.welcome_writer` with the built-in
+Onboarding scenario's persona, WELCOME_RULES and chat.onboarding.welcome_max_tokens; greedy) and judge it with the
+fact check that decides whether the product pushes it (`service.refusal` against the plan from chat.onboarding's
+templates): a refused welcome fails the case, with the reason.
 
 `run_set(loaded, client)` takes any client with the `GatewayClient.stream` signature (tests give one with fixed
 answers); `evaluate(path, target)` builds the real one and is what a gate calls.
@@ -22,6 +26,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +44,9 @@ from ernie_ops.evaluate import golden as g
 from ernie_ops.evaluate import score
 from ernie_ops.marketing.config import MarketingConfig
 from ernie_ops.marketing.generate import CopyRequest, CopyWriter, FormError
+from ernie_ops.onboarding.config import OnboardingConfig
+from ernie_ops.onboarding.plan import Facts, build_plan
+from ernie_ops.onboarding.service import WELCOME_RULES, refusal, welcome_writer
 
 TEMPERATURE = 0.0  # greedy: the same model and set give the same answers, so a changed answer means a changed model
 
@@ -106,6 +114,7 @@ class Target:
     max_model_len: int = 2048  # the budget's fallback when /tokenize does not say
     docs: DocsConfig = field(default_factory=DocsConfig)  # tokenizer, top_k, min_coverage; index_file for `collection` cases
     marketing: MarketingConfig = field(default_factory=MarketingConfig)  # rules, tries, channel limits of `copy` cases
+    onboarding: OnboardingConfig = field(default_factory=OnboardingConfig)  # templates, welcome tokens of `onboarding` cases
 
     @classmethod
     def for_instance(cls, cfg: Config, port: int) -> Target:
@@ -121,7 +130,8 @@ class Target:
     def _of(cls, cfg: Config, url: str) -> Target:
         verify = cfg.gateway.tls_verify() if url.startswith("https:") else True
         key = os.environ.get("ERNIE_OPS_API_KEY") or None
-        return cls(url, cfg.model.served_name, key, verify, cfg.vllm.max_model_len, cfg.chat.docs, cfg.chat.marketing)
+        return cls(url, cfg.model.served_name, key, verify, cfg.vllm.max_model_len, cfg.chat.docs, cfg.chat.marketing,
+                   cfg.chat.onboarding)  # fmt: skip
 
 
 class EstimateCounter:
@@ -168,6 +178,11 @@ def docs_scenario() -> ScenarioConfig:
     return next(s for s in ChatConfig().effective_scenarios() if s.retrieval)
 
 
+def onboarding_scenario() -> ScenarioConfig:
+    """The built-in onboarding scenario (its persona is the one the welcome is written with)."""
+    return next(s for s in ChatConfig().effective_scenarios() if s.tool == "onboarding")
+
+
 def run_set(loaded: g.Loaded, client: Client, *, target: Target | None = None, counter: history.Counter | None = None) -> Report:
     """Every case of the set, in order; TargetDown when the model cannot be reached."""
     return asyncio.run(run_cases(loaded, client, target=target, counter=counter))
@@ -186,6 +201,8 @@ async def run_cases(loaded: g.Loaded, client: Client, *, target: Target | None =
                 result = await _messages_case(case, loaded.golden.defaults, client, target)
             elif case.copy_ is not None:
                 result = await _copy_case(case, client, target)
+            elif case.onboarding is not None:
+                result = await _onboarding_case(case, client, target)
             else:
                 index, collection = indexes.for_case(i, case)
                 result = await _docs_case(case, loaded.golden.defaults, client, counter, target, index, collection)
@@ -283,6 +300,44 @@ async def _copy_case(case: g.Case, client: Client, target: Target) -> CaseResult
         ]
     answer = "\n---\n".join(p.text for p in posts)
     return CaseResult(case.id, case.kind, case.weight, not failures, answer, failures)
+
+
+class _Completer:
+    """`complete` over the eval client's `stream`, the call `welcome_writer` makes of a GatewayClient."""
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    async def complete(self, messages, max_tokens, temperature, stats=None, extra=None) -> str:
+        async with contextlib.aclosing(self.client.stream(messages, max_tokens, temperature, stats, extra)) as pieces:
+            return "".join([p async for p in pieces])
+
+
+def case_facts(case: g.Case, today: date) -> Facts:
+    """The HR record of an `onboarding` case, its start date counted from `today`."""
+    assert case.onboarding is not None
+    o = case.onboarding
+    start = today + timedelta(days=o.start_in_days)
+    return Facts(o.employee or case.id, o.name, o.department, o.role, start, o.manager)
+
+
+async def _onboarding_case(case: g.Case, client: Client, target: Target) -> CaseResult:
+    cfg = target.onboarding
+    facts = case_facts(case, date.today())
+    write = welcome_writer(_Completer(client), onboarding_scenario().system_prompt, cfg.welcome_max_tokens,  # type: ignore[arg-type]
+                           temperature=TEMPERATURE)  # fmt: skip
+    try:
+        text = await write(facts, WELCOME_RULES)
+    except ChatError as exc:
+        if exc.kind == "down":
+            raise _down(exc, target) from None
+        return CaseResult(case.id, case.kind, case.weight, False, "", [f"no answer: {exc}"])
+    failures = []
+    reason = refusal(text, build_plan(facts, cfg.templates), cfg.templates)
+    if reason is not None:
+        failures.append(f"fact check: {reason}")
+    failures += score.phrase_failures(text, case.must_include, case.must_not_include, case.case_sensitive)
+    return CaseResult(case.id, case.kind, case.weight, not failures, text, failures)
 
 
 async def _docs_case(case: g.Case, defaults: g.Defaults, client: Client, counter: history.Counter, target: Target,

@@ -26,12 +26,12 @@ def env(tmp_path, monkeypatch):
 def test_a_bad_set_lists_every_problem_and_exits_2(env, capsys):
     bad = env / "bad.yaml"
     bad.write_text("cases:\n  - id: a\n    messages: [{role: user, content: hi}]\n"
-                   "  - id: b\n    onboarding: {login: x}\n    must_include: [y]\n")  # fmt: skip
+                   "  - id: b\n    onboard: {login: x}\n    must_include: [y]\n")  # fmt: skip
     assert cli.main(["eval", str(bad)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "error: 2 problem(s) in the golden set:" in err
     assert f"{bad}:2: cases[0]: give `must_include` and/or `must_not_include`" in " ".join(err.split())
-    assert f"{bad}:5: cases[1].onboarding = {{'login': 'x'}}: unknown key" in " ".join(err.split())
+    assert f"{bad}:5: cases[1].onboard = {{'login': 'x'}}: unknown key" in " ".join(err.split())
     assert "Traceback" not in err
 
 

@@ -4,12 +4,18 @@ chat app's real retrieval, prompt, clean-up and citation code over a real tempor
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from ernie_ops import config
 from ernie_ops.client.gateway import ChatError
 from ernie_ops.evaluate import golden, run, score
+from ernie_ops.onboarding.config import OnboardingConfig
+from ernie_ops.onboarding.plan import zh_date
+from ernie_ops.onboarding.service import WELCOME_RULES
+from tests.harness.dates import day
 
 
 class FixedAnswers:
@@ -165,3 +171,71 @@ def test_first_try_makes_a_regenerated_post_fail():
     text = COPY.replace("posts: 2}", "posts: 1, first_try: true}")
     report = run.run_set(loaded(text), CopyAnswers(["Green tea " * 20, "A calm cup of green tea."]))
     assert report.cases[0].failures == ["post 1: within the rules only at try 2"]
+
+
+ONBOARDING = """
+cases:
+  - id: welcome-engineer
+    onboarding: {name: 王小明, department: 研发部, role: 后端工程师, manager: 李雷, start_in_days: 3}
+    must_include: [王小明]
+"""
+
+
+def welcome(start: date) -> str:
+    return f"欢迎王小明加入研发部！你将担任后端工程师，入职日期是{zh_date(start)}，直属上级是李雷。期待与你一起成长！"
+
+
+def test_an_onboarding_welcome_that_says_only_the_records_facts_passes_and_is_asked_for_as_the_helper_does():
+    client = FixedAnswers({"王小明": welcome(day(3))})
+    report = run.run_set(loaded(ONBOARDING), client)
+    assert [(c.id, c.kind, c.passed, c.failures) for c in report.cases] == [("welcome-engineer", "onboarding", True, [])]
+    assert report.cases[0].answer == welcome(day(3))
+    (request,) = client.requests
+    assert (request["max_tokens"], request["temperature"]) == (OnboardingConfig().welcome_max_tokens, 0.0)  # greedy
+    system, user = request["messages"]
+    assert system["content"].startswith(run.onboarding_scenario().system_prompt.strip())
+    assert system["content"].endswith(WELCOME_RULES)
+    assert json.loads(user["content"]) == {  # the facts only, the start date counted from today
+        "name": "王小明", "department": "研发部", "role": "后端工程师", "start_date": day(3).isoformat(), "manager": "李雷",
+    }  # fmt: skip
+
+
+def test_an_onboarding_welcome_the_fact_check_refuses_fails_with_the_reason():
+    wrong_day = run.run_set(loaded(ONBOARDING), FixedAnswers({"王小明": welcome(day(4))}))
+    (failure,) = wrong_day.cases[0].failures
+    assert failure.startswith(f"fact check: the model's welcome names the date '{zh_date(day(4))}'")
+    assert failure.endswith(f"the start date is {day(3).isoformat()}")
+    salary = run.run_set(loaded(ONBOARDING), FixedAnswers({"王小明": welcome(day(3)) + "你的月薪是五万元。"}))
+    assert salary.cases[0].failures == ["fact check: the model's welcome holds '五万元', a number that is not among the facts"]
+    other_dept = run.run_set(loaded(ONBOARDING), FixedAnswers({"王小明": "欢迎王小明加入市场部！"}))
+    assert other_dept.cases[0].failures == ["fact check: the model's welcome names the department '市场部', the record's is '研发部'"]
+    assert wrong_day.pass_rate == salary.pass_rate == other_dept.pass_rate == 0.0
+
+
+def test_an_onboarding_welcome_missing_a_phrase_fails_and_one_without_phrases_is_judged_by_the_fact_check_alone():
+    report = run.run_set(loaded(ONBOARDING), FixedAnswers({"王小明": "欢迎加入研发部！期待与你一起成长。"}))
+    assert report.cases[0].failures == ["missing '王小明'"]
+    bare = ONBOARDING.replace("    must_include: [王小明]\n", "")
+    assert run.run_set(loaded(bare), FixedAnswers({"王小明": "欢迎加入研发部！"})).pass_rate == 1.0
+    assert run.run_set(loaded(bare), FixedAnswers({"王小明": "欢迎加入研发部！试用期三个月。"})).pass_rate == 0.0
+
+
+def test_an_onboarding_case_uses_the_targets_onboarding_config_and_stops_when_the_model_is_down():
+    cfg = OnboardingConfig.model_validate({"welcome_max_tokens": 40, "templates": {"departments": {"市场部": {}, "研发部": {}}}})
+    target = run.Target("http://127.0.0.1:9", "m", onboarding=cfg)
+    client = FixedAnswers({"王小明": "王小明，欢迎你！市场部的同事也向你问好。"})  # a department the templates know, not the record's
+    report = run.run_set(loaded(ONBOARDING), client, target=target)
+    assert report.cases[0].failures == ["fact check: the model's welcome names the department '市场部', the record's is '研发部'"]
+    assert client.requests[0]["max_tokens"] == 40
+    down = FixedAnswers({}, fail=ChatError("down", "ConnectError: refused"))
+    with pytest.raises(run.TargetDown, match=r"cannot reach http://127\.0\.0\.1:9: ConnectError: refused"):
+        run.run_set(loaded(ONBOARDING), down, target=target)
+    slow = run.run_set(loaded(ONBOARDING), FixedAnswers({}, fail=ChatError("timeout", "no data for 120s")))
+    assert slow.cases[0].failures == ["no answer: timeout: no data for 120s"]
+
+
+def test_the_target_carries_the_configs_onboarding_section():
+    base = config.Config()
+    onboarding = base.chat.onboarding.model_copy(update={"welcome_max_tokens": 77})
+    cfg = base.model_copy(update={"chat": base.chat.model_copy(update={"onboarding": onboarding})})
+    assert run.Target.for_instance(cfg, 8001).onboarding.welcome_max_tokens == 77
