@@ -46,14 +46,13 @@ from benchmarks.docs_quality import CORPUS, Document, Question, load_corpus, loa
 from ernie_ops.chat import conversation as conversation_module
 from ernie_ops.chat import history
 from ernie_ops.chat.config import ChatConfig
-from ernie_ops.chat.conversation import Conversation, Source
+from ernie_ops.chat.conversation import Conversation
 from ernie_ops.client.gateway import ChatError, GatewayClient, Timeouts
 from ernie_ops.docs import ingest
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.model import Hit
-from ernie_ops.docs.retrieve import Retrieved, Retriever
-from ernie_ops.docs.store import Index, Scope
-from ernie_ops.evaluate.run import docs_scenario
+from ernie_ops.docs.store import Index
+from ernie_ops.evaluate.run import CollectionDocs, QuietSink, docs_scenario
 from ernie_ops.marketing.batch_io import Product
 from ernie_ops.marketing.config import MarketingConfig
 from ernie_ops.marketing.generate import CopyRequest, CopyWriter, Post
@@ -136,35 +135,6 @@ def serve(which: str, attach: int | None = None) -> Iterator[Served]:
 # ---- the pipelines' plumbing -------------------------------------------------------------------------------
 
 
-class _Sink:
-    """What the chat page would be given; the judged answer is the conversation's own record."""
-
-    async def token(self, piece: str) -> None:
-        pass
-
-    async def finish(self, text: str, sources: list[Source]) -> None:
-        pass
-
-    async def say(self, text: str) -> None:
-        pass
-
-    async def fail(self, text: str) -> None:
-        pass
-
-    async def stopped(self) -> None:
-        pass
-
-
-class _Docs:
-    """Retrieval over one collection of an index, as Conversation asks a DocsSession for it."""
-
-    def __init__(self, index: Index, cfg: DocsConfig, collection: str):
-        self.index, self.cfg, self.collection = index, cfg, collection
-
-    async def retrieve(self, question: str) -> Retrieved:
-        return Retriever(self.index, self.cfg).search(question, Scope(collections=[self.collection]))
-
-
 @dataclass
 class Turn:
     kind: str  # done | unanswered | failed
@@ -173,12 +143,12 @@ class Turn:
     hits: list[Hit] = field(default_factory=list)
 
 
-async def ask(client: GatewayClient, served: Served, docs: _Docs, question: str, max_tokens: int) -> Turn:
+async def ask(client: GatewayClient, served: Served, docs: CollectionDocs, question: str, max_tokens: int) -> Turn:
     chat = ChatConfig(max_tokens=max_tokens, temperature=0.0, docs=docs.cfg)
     budget = history.Budget(served.max_model_len, chat.max_tokens, chat.margin_tokens)
     counter = history.TokenizeCounter(client.http, served.url, served.model)
     conv = Conversation(docs_scenario(), chat, budget, client, counter, user="bench", docs=docs)  # type: ignore[arg-type]
-    out = await conv.on_user_message(question, _Sink())
+    out = await conv.on_user_message(question, QuietSink())
     if out.kind != "done":
         return Turn(out.kind)
     return Turn("done", conv.history[-1]["content"], list(out.cited or []), list(out.hits or []))
@@ -209,7 +179,7 @@ def contains_any(text: str, phrases: Sequence[str]) -> bool:
 
 
 async def docs_section(client, served, index, cfg, answerable: Sequence[Question], unanswerable: Sequence[Question], args) -> dict:
-    docs = _Docs(index, cfg, "golden")
+    docs = CollectionDocs(index, cfg, "golden")
     turns = await bounded([lambda q=q: ask(client, served, docs, q.q, args.max_tokens) for q in answerable], args.concurrency)
     asked = [(q, t) for q, t in zip(answerable, turns, strict=True) if t.kind == "done"]
     markers = [(n, t, q) for q, t in asked for n in t.cited]
@@ -325,7 +295,7 @@ async def injected_section(client, served, index, cfg, corpus, answerable: Seque
         docs = injected_docs(corpus, q)
         if docs:
             fill(index, docs, cfg, f"inj{i}")
-            chosen.append((q, _Docs(index, cfg, f"inj{i}")))
+            chosen.append((q, CollectionDocs(index, cfg, f"inj{i}")))
     out: dict = {"injected questions (en)": len(chosen)}
     for label, builder in (("product's prompt", None), ("plain text", plain_prompt)):
         with docs_prompt_as(builder):

@@ -141,7 +141,7 @@ class EstimateCounter:
         return history.Count(history.estimate(messages), False)
 
 
-class _Sink:
+class QuietSink:
     """Takes what the chat page would show; the judged answer is the conversation's own record of it."""
 
     def __init__(self) -> None:
@@ -163,7 +163,7 @@ class _Sink:
         pass
 
 
-class _CaseDocs:
+class CollectionDocs:
     """A case's retrieval, as `Conversation` asks a DocsSession for it: one collection of one index."""
 
     def __init__(self, index: Index, cfg: DocsConfig, collection: str):
@@ -345,8 +345,8 @@ async def _docs_case(case: g.Case, defaults: g.Defaults, client: Client, counter
     assert case.docs is not None
     chat = ChatConfig(max_tokens=defaults.max_tokens, temperature=TEMPERATURE, docs=target.docs)
     budget = history.Budget(target.max_model_len, chat.max_tokens, chat.margin_tokens)
-    conv = Conversation(docs_scenario(), chat, budget, client, counter, user="eval", docs=_CaseDocs(index, target.docs, collection))  # type: ignore[arg-type]
-    sink = _Sink()
+    conv = Conversation(docs_scenario(), chat, budget, client, counter, user="eval", docs=CollectionDocs(index, target.docs, collection))  # type: ignore[arg-type]
+    sink = QuietSink()
     out = await conv.on_user_message(case.docs.question, sink)
     if out.kind == "failed":
         if isinstance(out.error, ChatError) and out.error.kind == "down":

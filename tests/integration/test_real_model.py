@@ -20,6 +20,7 @@ import pytest
 from ernie_ops.client import sse
 from tests.conftest import free_port, write_config
 from tests.harness import real_model, serve_proc
+from tests.harness.recording_sink import Recorder
 
 SMOKE = Path(__file__).resolve().parents[2] / "ernie_ops" / "data" / "eval" / "smoke.yaml"
 QUESTION = "What is the capital of France?"
@@ -134,28 +135,6 @@ MAX_DOCS_TOKENS = 48  # the answer's first sentence needs about 15; the rest of 
 LAPTOPS = "Laptop policy. Engineers get a new laptop every 3 years. Lost laptops are reported to IT the same day."
 
 
-class _Recorder:
-    """The chat page's side of a Conversation: what the user is shown at the end."""
-
-    def __init__(self) -> None:
-        self.shown, self.said = "", []
-
-    async def token(self, piece: str) -> None:
-        pass
-
-    async def finish(self, text: str, sources: list) -> None:
-        self.shown = text
-
-    async def say(self, text: str) -> None:
-        self.said.append(text)
-
-    async def fail(self, text: str) -> None:
-        self.said.append(text)
-
-    async def stopped(self) -> None:
-        pass
-
-
 def docs_turn(port: int, work: Path, passages: dict[str, str], question: str):
     """One document Q&A turn through chat.conversation.Conversation (the built-in Docs scenario, lexical retrieval
     over `passages` indexed the product's way, greedy, MAX_DOCS_TOKENS): (outcome, the reply as shown)."""
@@ -167,27 +146,22 @@ def docs_turn(port: int, work: Path, passages: dict[str, str], question: str):
     from ernie_ops.client.gateway import GatewayClient, Timeouts
     from ernie_ops.docs import ingest
     from ernie_ops.docs.config import DocsConfig
-    from ernie_ops.docs.retrieve import Retriever
-    from ernie_ops.docs.store import Index, Scope
-    from ernie_ops.evaluate.run import docs_scenario
+    from ernie_ops.docs.store import Index
+    from ernie_ops.evaluate.run import CollectionDocs, docs_scenario
 
     cfg = DocsConfig()
-
-    class Docs:
-        async def retrieve(self, q: str):
-            return Retriever(index, cfg).search(q, Scope(collections=["t"]))
 
     async def turn():
         client = GatewayClient(f"http://127.0.0.1:{port}", real_model.SERVED_NAME, Timeouts(connect=5, read=120, reply=300))
         try:
             chat = ChatConfig(max_tokens=MAX_DOCS_TOKENS, temperature=0.0, docs=cfg)
             counter = history.TokenizeCounter(client.http, f"http://127.0.0.1:{port}", real_model.SERVED_NAME)
-            conv = Conversation(
-                docs_scenario(), chat, history.Budget(2048, MAX_DOCS_TOKENS, chat.margin_tokens), client, counter, user="t", docs=Docs()
-            )  # type: ignore[arg-type]
-            sink = _Recorder()
+            budget = history.Budget(2048, MAX_DOCS_TOKENS, chat.margin_tokens)
+            docs = CollectionDocs(index, cfg, "t")
+            conv = Conversation(docs_scenario(), chat, budget, client, counter, user="t", docs=docs)  # type: ignore[arg-type]
+            sink = Recorder()
             out = await conv.on_user_message(question, sink)
-            return out, sink.shown or " ".join(sink.said)
+            return out, sink.final or " ".join(sink.said + sink.failed)
         finally:
             await client.aclose()
 
