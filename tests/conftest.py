@@ -28,7 +28,7 @@ def _ernie_ops_logger_restored():
 
 PROJECT = Path(__file__).resolve().parent.parent
 # a tier that cannot run here skips locally and fails under CI (ERNIE_OPS_REQUIRE_ALL_TIERS, .ci/run)
-pytest_plugins = ("tests.harness.tiers",)
+pytest_plugins = ("tests.harness.tiers", "tests.harness.budget")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -38,7 +38,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Seconds per module and per tier (setup + call + teardown): where the suite's time budget goes."""
+    """Seconds (setup + call + teardown) and the budget (engines, playbook runs, hosts, browser sessions) per module
+    and per tier: where the suite's time goes (tests/harness/budget.py)."""
     seconds: dict[str, float] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -47,17 +48,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                 seconds[module] = seconds.get(module, 0.0) + report.duration
     if not seconds:
         return
-    terminalreporter.write_sep("=", "seconds per module")
-    for module, total in sorted(seconds.items(), key=lambda kv: -kv[1]):
-        terminalreporter.write_line(f"{total:8.1f}s  {module}")
-    terminalreporter.write_line(f"{sum(seconds.values()):8.1f}s  total")
-    tiers: dict[str, float] = {}
-    for module, total in seconds.items():
-        tier = Path(module).parts[1] if module.startswith("tests/") and len(Path(module).parts) > 2 else "other"
-        tiers[tier] = tiers.get(tier, 0.0) + total
-    terminalreporter.write_sep("=", "seconds per tier")
-    for tier, total in sorted(tiers.items(), key=lambda kv: -kv[1]):
-        terminalreporter.write_line(f"{total:8.1f}s  {tier}")
+    from tests.harness import budget  # the plugin (pytest_plugins) by then: imported earlier, pytest could not rewrite it
+
+    terminalreporter.write_sep("=", "seconds and budget per module")
+    for line in budget.table(seconds, budget.counts()):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

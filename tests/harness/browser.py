@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.harness import budget
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
@@ -53,6 +55,7 @@ def chromium(netns_pid: int | None = None) -> Iterator:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable, headless=True, args=ARGS)
+            budget.count("browsers")
             try:
                 yield browser
             finally:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ernie_ops.observe import metrics
+from tests.harness import budget
 
 HERE = Path(__file__).resolve().parent / "sandbox"
 BASE_ROOT = Path("/var/tmp")  # never /tmp: the sandbox's own /tmp is a tmpfs, the host's must stay untouched
@@ -118,14 +119,25 @@ class Sandbox:
             self.signal_spawned(proc, signal.SIGTERM)
             proc.communicate(timeout=30)
 
+    def engine_starts(self) -> int:
+        """How many times systemd started an ernie-vllm@ unit here (its journal; 0 once the host is gone)."""
+        r = self.run(["journalctl", "--no-pager", "-o", "cat", "_PID=1"], check=False, timeout=60)
+        return sum(line.startswith("Starting ernie-vllm@") for line in r.stdout.splitlines())
+
+    def _count_engines(self) -> None:
+        if Path(f"/proc/{self.pid}").exists():
+            budget.count("engines", self.engine_starts())
+
     def power_off(self) -> None:
         """Pull the plug: its PID 1 killed, and with it every process and its network namespace; no unit stops."""
+        self._count_engines()
         os.kill(self.pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and Path(f"/proc/{self.pid}").exists():
             time.sleep(0.1)
 
     def down(self) -> None:
+        self._count_engines()
         subprocess.run([str(HERE / "down.sh"), str(self.base)], check=False, timeout=60)
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.base)], check=False)
 
@@ -150,4 +162,5 @@ def up(name: str, share: Path, units: Path, binds_ro: dict[str, str] | None = No
         log = (base / "unshare.log").read_text() if (base / "unshare.log").exists() else ""
         subprocess.run([str(HERE / "down.sh"), str(base)], check=False)
         raise RuntimeError(f"sandbox did not boot in {time.monotonic() - t0:.1f}s: {proc.stderr}\n{log}")
+    budget.count("hosts")
     return Sandbox(base=base, pid=int(proc.stdout.strip()))

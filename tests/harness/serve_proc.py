@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from tests.harness import budget
 from tests.harness.notify import NotifySocket
 
 
@@ -106,4 +107,6 @@ def start(
             [python or sys.executable, "-m", "ernie_ops", "--config", str(config_path), "serve", str(port)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )  # fmt: skip
+    if "STUB_MODE" not in (extra_env or {}):  # a stub engine (a fault vLLM cannot produce) costs no engine start
+        budget.count("engines")
     return ServeProcess(proc=proc, notify=notify, log_path=log_path, port=port)

@@ -1,0 +1,61 @@
+"""The suite's budget: what each test module costs in the expensive things, printed beside its seconds.
+
+The harness counts at the one place each thing starts: `serve_proc.start` (a real vLLM engine outside systemd),
+`Sandbox.down`/`power_off` (the engines systemd started inside a host, read from its journal, and the host
+itself), `Fleet.playbook` (an ansible-playbook run), `browser.chromium` (a browser session). A count goes to the
+module of the test running when it happens: a module-scoped fixture's setup and teardown run inside that
+module's first and last test, a package-scoped one inside the first module that asked for it.
+
+A change that adds to a column says why in its commit (tests/harness/budget.py is the tally, the commit is the reason).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+KINDS = ("engines", "playbooks", "hosts", "browsers")
+_counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
+_current = ["(outside a test)"]
+
+
+def count(kind: str, n: int = 1) -> None:
+    """Add `n` of `kind` (one of KINDS) to the module of the test running now."""
+    if kind not in KINDS:
+        raise ValueError(f"budget: unknown kind {kind!r}; one of {', '.join(KINDS)}")
+    _counts[_current[0]][kind] += n
+
+
+def counts() -> dict[str, dict[str, int]]:
+    """{module: {kind: n}} so far (a copy)."""
+    return {module: dict(row) for module, row in _counts.items()}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    _current[0] = item.nodeid.split("::", 1)[0]
+
+
+def table(seconds: dict[str, float], budget: dict[str, dict[str, int]]) -> list[str]:
+    """Rows of seconds and counts per module (slowest first), then per tier, then the total."""
+    zero = dict.fromkeys(KINDS, 0)
+    head = f"{'seconds':>8}  {'engines':>7} {'playbooks':>9} {'hosts':>5} {'browsers':>8}  module"
+
+    def row(label: str, secs: float, c: dict[str, int]) -> str:
+        return f"{secs:8.1f}  {c['engines']:7d} {c['playbooks']:9d} {c['hosts']:5d} {c['browsers']:8d}  {label}"
+
+    modules = sorted(set(seconds) | set(budget), key=lambda m: -seconds.get(m, 0.0))
+    lines = [head] + [row(m, seconds.get(m, 0.0), budget.get(m, zero)) for m in modules]
+    tiers: dict[str, tuple[float, dict[str, int]]] = {}
+    for m in modules:
+        parts = m.split("/")
+        tier = parts[1] if m.startswith("tests/") and len(parts) > 2 else "other"
+        secs, c = tiers.get(tier, (0.0, dict(zero)))
+        tiers[tier] = (secs + seconds.get(m, 0.0), {k: c[k] + budget.get(m, zero)[k] for k in KINDS})
+    lines.append("-" * len(head))
+    for tier, (secs, c) in sorted(tiers.items(), key=lambda kv: -kv[1][0]):
+        lines.append(row(f"tier {tier}", secs, c))
+    total = {k: sum(c[k] for _, c in tiers.values()) for k in KINDS}
+    lines.append(row("total", sum(s for s, _ in tiers.values()), total))
+    return lines
