@@ -12,17 +12,19 @@ and no units (site.yml installs them). Upper layers live on disk (the venvs are 
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from tests.harness import sandbox
+from tests.harness import budget, sandbox
 from tests.harness.lan import Lan
 from tests.harness.paths import ARTIFACTS
 
@@ -73,6 +75,19 @@ class Run:
         for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", self.output, re.M):
             out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
         return out
+
+    def failed_task(self, host: str) -> tuple[str, str]:
+        """(the task, its message) where `host` failed first: the header above its `fatal: [host]` line and the `msg` of
+        the result below it (callback_result_format = yaml); ("", "") when it failed nowhere."""
+        lines, task = self.output.splitlines(), ""
+        for n, line in enumerate(lines):
+            if line.startswith(("TASK [", "RUNNING HANDLER [")):
+                task = line.split("[", 1)[1].rsplit("]", 1)[0]
+            elif line.startswith(f"fatal: [{host}]: FAILED!"):
+                body = itertools.takewhile(lambda s: s.startswith("    ") or not s.strip(), lines[n + 1 :])
+                result = yaml.safe_load(textwrap.dedent("\n".join(body))) or {}
+                return task, str(result.get("msg", "")) if isinstance(result, dict) else str(result)
+        return "", ""
 
     def changed_tasks(self) -> list[str]:
         """Names of the tasks that reported a change (for a useful failure message)."""
@@ -133,7 +148,17 @@ class Fleet:
         """The hosts of the ernie_inference group (each serving the model), in order."""
         return {name: sb for name, sb in self.hosts.items() if self.groups[name] == "ernie_inference"}
 
-    def inventory(self, **overrides: object) -> Path:
+    def inventory(self, aliases: dict[str, dict] | None = None, **overrides: object) -> Path:
+        """The inventory of a run; with `aliases` ({inventory name: its variables}) every name is this fleet's one host,
+        each with its own variables: one run tries several variable sets at once (checks that change nothing)."""
+        if aliases is not None:
+            (name, sb), *more = self.hosts.items()
+            assert not more, "aliases stand for a one-host fleet"
+            hosts = {alias: {**host_vars(), "ansible_nsenter_pid": sb.pid, **self.vars, **self.host_vars[name], **overrides, **extra}
+                     for alias, extra in aliases.items()}  # fmt: skip
+            path = self.workdir / "hosts.yml"
+            path.write_text(yaml.safe_dump({self.groups[name]: {"hosts": hosts}}, sort_keys=False))
+            return path
         groups: dict[str, dict] = {}
         for i, (name, sb) in enumerate(self.hosts.items()):
             # all hosts share this machine's cores: each host's routed instance gets a different one,
@@ -150,12 +175,16 @@ class Fleet:
         path.write_text(yaml.safe_dump(groups, sort_keys=False))
         return path
 
-    def playbook(self, playbook: str, *args: str, timeout: float = 1800, **overrides: object) -> Run:
-        """ansible-playbook from the repository's ansible/ (its ansible.cfg), output kept for the test."""
+    def playbook(
+        self, playbook: str, *args: str, timeout: float = 1800, aliases: dict[str, dict] | None = None, **overrides: object
+    ) -> Run:
+        """ansible-playbook from the repository's ansible/ (its ansible.cfg), output kept for the test; `aliases`: see
+        `inventory`."""
         env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
                    ANSIBLE_LOCAL_TEMP=str(self.workdir / "tmp"), ANSIBLE_HOME=str(self.workdir / "home"),
                    ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")  # fmt: skip
-        argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory(**overrides)), playbook, *args]
+        argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory(aliases, **overrides)), playbook, *args]
+        budget.count("playbooks")
         t0 = time.monotonic()
         proc = subprocess.run(argv, cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
         run = Run(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
