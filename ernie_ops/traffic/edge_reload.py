@@ -35,6 +35,7 @@ from pathlib import Path
 
 DEFAULT_FLAG = "/run/ernie-ops/edge-draining"
 DEFAULT_NGINX = "/usr/sbin/nginx"
+UPSTREAM_BLOCK = re.compile(r"(?:^|[;{}])\s*upstream\s+\S+\s*\{[^{}]*\}", re.M)
 KEEPALIVE = re.compile(r"(?:^|[;{}])\s*keepalive_timeout\s+([0-9]+[a-z]*)", re.M)
 UNITS = {"ms": 0.001, "": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 MARGIN_SECONDS = 1.0  # past the timeout: nginx's timer has fired for the last idle connection
@@ -54,8 +55,10 @@ def nginx_seconds(value: str) -> float:
 
 
 def drain_seconds(dump: str) -> float:
-    """The longest keepalive_timeout in `nginx -T`'s dump (comments removed); 75 s (nginx's default) if none."""
-    text = re.sub(r"#[^\n]*", "", dump)
+    """The longest clients' keepalive_timeout in `nginx -T`'s dump (comments and upstream blocks removed: there it
+    times out the connections to the gateways, which a reload closes without a client noticing); 75 s (nginx's
+    default) if none."""
+    text = UPSTREAM_BLOCK.sub("", re.sub(r"#[^\n]*", "", dump))
     values = [nginx_seconds(v) for v in KEEPALIVE.findall(text)]
     return max(values, default=75.0)
 

@@ -50,10 +50,13 @@ def test_every_include_of_the_site_has_a_default_file_and_a_role_template():
 
 
 def test_the_edge_ends_an_idle_gateway_connection_before_the_gateway_does():
-    shipped = [line for line in (ROOT / "nginx" / "ernie-edge" / "upstream.conf").read_text().splitlines() if line.startswith("keepalive")]
-    template = [line for line in (ROLE / "templates" / "upstream.conf.j2").read_text().splitlines() if line.startswith("keepalive")]
-    assert shipped == template and len(shipped) == 2
-    edge_idle = edge_reload.nginx_seconds(re.search(r"keepalive_timeout (\S+);", "\n".join(shipped)).group(1))
+    # in both upstream blocks of the edge's site, the same (the include the role writes holds only the servers)
+    blocks = re.findall(r"upstream \w+ \{([^{}]*)\}", SITE)
+    idles = {m for block in blocks for m in re.findall(r"keepalive_timeout (\S+);", block)}
+    assert len(blocks) == 2 and len(idles) == 1 and all("keepalive 16;" in block for block in blocks), blocks
+    for upstream in (ROOT / "nginx" / "ernie-edge" / "upstream.conf", ROLE / "templates" / "upstream.conf.j2"):
+        assert "keepalive" not in upstream.read_text(), upstream
+    edge_idle = edge_reload.nginx_seconds(idles.pop())
     gateway = (ROOT / "nginx" / "ernie-ops.conf").read_text()
     listener = gateway[gateway.index("include ernie-ops/edge-listen.conf;") :]
     gateway_idle = edge_reload.nginx_seconds(re.search(r"keepalive_timeout (\S+);", listener).group(1))

@@ -80,6 +80,8 @@ def test_waits_for_the_old_workers_to_shut_down_before_lowering_the_flag(tmp_pat
         ("keepalive_timeout 500ms;", 0.5),
         ("server { listen 443; }", 75.0),  # nginx's default
         ("upstream x { keepalive 32; keepalive_timeout 4s; }\nkeepalive_timeout 15 10;", 15.0),
+        # the connections to the gateways are no client's: a longer upstream keepalive_timeout does not count
+        ("upstream x {\n    ip_hash;\n    keepalive_timeout 50s;\n}\nserver { keepalive_timeout 20s; }", 20.0),
     ],
 )
 def test_the_drain_lasts_the_longest_keepalive_timeout(dump, seconds):
