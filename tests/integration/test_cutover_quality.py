@@ -1,16 +1,16 @@
-"""The cutover's quality gate with real engines: the real instruct model (tests/harness/real_model.py) routed by the
-project's nginx, then `ernie-ops cutover` (the CLI, its own process, as an operator runs it) with `cutover.eval` set
-to the shipped smoke set:
+"""The cutover's quality gate with real engines: `ernie-ops cutover` (the CLI, its own process, as an operator runs
+it) with `cutover.eval` set to the shipped smoke set, behind the project's nginx, between the real instruct model
+(tests/harness/real_model.py; the package's one engine of it, `real_served`) and the random tiny model served under
+the SAME served name (so the probe gate passes: /health, /v1/models and a completion all answer):
 
-- to an instance serving the random tiny model under the SAME served name (so the probe gate passes: /health,
-  /v1/models and a completion all answer) it is refused by the quality step in one sentence naming the failing
-  cases; traffic never moved (the upstream file is unchanged, the gateway still answers from the old port) and the
-  new instance is stopped;
-- to another instance serving the real model it passes and traffic moves.
+- from the random model to the real one it passes and traffic moves (the real model passes every case, the random
+  one none: the new is better than the old);
+- back, to the random model, it is refused by the quality step in one sentence naming the failing cases; traffic
+  never moves (the upstream file is unchanged, the gateway still answers from the real model) and the new instance is
+  stopped.
 
 Units are processes here (tests/harness/process_host.py, driven through tests/harness/cutover_cli.py): a "stop" is
-the bookkeeping of that host, and the test then stops the process itself. One engine more than the routed one at a
-time (2 shared cores): the tiny one is stopped before the second real one starts.
+the bookkeeping of that host; the test stops the tiny engine it launched itself. Two engines in all (2 shared cores).
 """
 
 from __future__ import annotations
@@ -36,26 +36,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "ernie_ops" / "data" / "eval" / "smoke.yaml"
 # float32: on this CPU bf16 changed short greedy answers of the real model (tests/integration/test_real_model.py)
 REAL = {"model": {"served_name": real_model.SERVED_NAME}, "vllm": {"dtype": "float32"}}
+TINY = {"model": {"served_name": real_model.SERVED_NAME}}
 
 
 @dataclass
 class Site:
     work: Path
-    old: int
-    tiny: int
-    good: int
+    real: int  # the package's real-model engine
+    tiny: int  # the random tiny model under the real model's served name, launched here
     tool: Path  # the operator's config: gateway, instances, cutover.eval
     marks: Path
     ng: nginx.Nginx
-    tiny_model_dir: Path
-    engines: dict[int, serve_proc.ServeProcess]
-
-    def launch(self, port: int, model_dir: Path, sections: dict) -> serve_proc.ServeProcess:
-        """`ernie-ops serve PORT` for one model (its own launch config: the model path is per config file)."""
-        cfg = write_config(self.work / f"launch-{port}.yaml", model_dir, [port], self.work / "cache", **sections)
-        sp = self.engines[port] = serve_proc.start(cfg, port, self.work)
-        sp.wait_ready()
-        return sp
+    engine: serve_proc.ServeProcess | None = None
 
     def cutover(self, port: int) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "tests.harness.cutover_cli", str(self.marks), "--config", str(self.tool), "cutover", str(port)]
@@ -70,25 +62,27 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tiny_model_dir: Path) -> Iterator[Site]:
+def site(tiny_model_dir: Path, real_served) -> Iterator[Site]:
     work = Path(tempfile.mkdtemp(prefix="eo-gate-", dir="/var/tmp"))
     work.chmod(0o755)
-    old, tiny, good = free_port(), free_port(), free_port()
-    ng = nginx.prepare(work / "nginx", free_port(), old).start()
-    s = Site(work, old, tiny, good, work / "ernie.yaml", work / "stopped.json", ng, tiny_model_dir, {})
+    tiny = free_port()
+    ng = nginx.prepare(work / "nginx", free_port(), tiny).start()  # routed first: the random model
+    s = Site(work, real_served.port, tiny, work / "ernie.yaml", work / "stopped.json", ng)
     try:
         write_config(
-            s.tool, real_model.cached(), [old, tiny, good], work / "cache", gateway=ng.gateway_config(),
+            s.tool, real_model.cached(), [tiny, s.real], work / "cache", gateway=ng.gateway_config(),
             cutover={"eval": {"file": str(SMOKE)}}, health={"smoke_timeout_seconds": 120.0}, **REAL,
         )  # fmt: skip
+        launch = write_config(work / f"launch-{tiny}.yaml", tiny_model_dir, [tiny], work / "cache", **TINY)
         started = time.monotonic()
-        s.launch(old, real_model.cached(), REAL)
-        print(f"\nreal model READY on {old} in {time.monotonic() - started:.1f} s")
+        s.engine = serve_proc.start(launch, tiny, work)
+        s.engine.wait_ready()
+        print(f"\nrandom tiny model (served as {real_model.SERVED_NAME}) READY on {tiny} in {time.monotonic() - started:.1f} s")
         yield s
     finally:
         ng.stop()
-        for sp in s.engines.values():
-            sp.stop()
+        if s.engine is not None:
+            s.engine.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -98,10 +92,22 @@ def transcript(title: str, done: subprocess.CompletedProcess, seconds: float) ->
     return text
 
 
-def test_a_cutover_to_the_random_model_is_refused_by_the_quality_gate_and_traffic_never_moves(site: Site):
+def test_a_cutover_to_the_real_model_passes_the_quality_gate_and_moves_traffic(site: Site):
+    assert site.answers_from().endswith(f":{site.tiny}")
     started = time.monotonic()
-    sp = site.launch(site.tiny, site.tiny_model_dir, {"model": {"served_name": real_model.SERVED_NAME}})
-    print(f"random tiny model (served as {real_model.SERVED_NAME}) READY on {site.tiny} in {time.monotonic() - started:.1f} s")
+    done = site.cutover(site.real)
+    said = " ".join(transcript("from the random tiny model to the real model", done, time.monotonic() - started).split())
+
+    assert done.returncode == 0, said
+    assert "✓ quality" in said and f"{site.real} 5/5 (100%), {site.tiny} 0/5 (0%): within 0% of the old" in said, said
+    assert f"cutover switched: traffic on {site.real}" in said, said
+    assert site.answers_from().endswith(f":{site.real}")
+    assert site.tiny in site.stopped()  # the old instance was drained and retired (its process runs on: the next test's)
+
+
+def test_a_cutover_to_the_random_model_is_refused_by_the_quality_gate_and_traffic_never_moves(site: Site):
+    if not site.answers_from().endswith(f":{site.real}"):
+        pytest.fail("needs the cutover to the real model before it (run the module in order)")
     upstream_before = site.ng.upstream_file.read_text()
 
     started = time.monotonic()
@@ -110,29 +116,11 @@ def test_a_cutover_to_the_random_model_is_refused_by_the_quality_gate_and_traffi
 
     assert done.returncode == 1, said
     assert "cutover aborted: quality: " in said and f"{site.tiny} passed " in said and "needs 100%" in said, said
-    assert f"{site.old} passed 5 of 5 (100%)" in said, said  # the old instance, on the same set
+    assert f"{site.real} passed 5 of 5 (100%)" in said, said  # the old instance, on the same set
     assert "failing capital-france (missing 'Paris')" in said, said
-    assert f"the old instance {site.old} keeps serving" in said and "Traceback" not in said, said
+    assert f"the old instance {site.real} keeps serving" in said and "Traceback" not in said, said
     assert "✓ gate" in said and "✗ quality" in said and "✓ undo: stop new" in said and "switch" not in said, said
     # traffic never moved: nginx's upstream is the one before, the gateway answers from the old port
     assert site.ng.upstream_file.read_text() == upstream_before
-    assert site.answers_from().endswith(f":{site.old}")
-    assert site.tiny in site.stopped()  # the runbook's undo stopped the new "unit" ...
-    sp.stop()  # ... and its process goes too, before the next engine starts (2 shared cores)
-    del site.engines[site.tiny]
-
-
-def test_a_cutover_to_the_real_model_passes_the_quality_gate_and_moves_traffic(site: Site):
-    started = time.monotonic()
-    site.launch(site.good, real_model.cached(), REAL)
-    print(f"real model READY on {site.good} in {time.monotonic() - started:.1f} s")
-
-    started = time.monotonic()
-    done = site.cutover(site.good)
-    said = " ".join(transcript("to the real model", done, time.monotonic() - started).split())
-
-    assert done.returncode == 0, said
-    assert "✓ quality" in said and f"{site.good} 5/5 (100%), {site.old} 5/5 (100%): within 0% of the old" in said, said
-    assert f"cutover switched: traffic on {site.good}" in said, said
-    assert site.answers_from().endswith(f":{site.good}")
-    assert site.old in site.stopped()  # the old instance was drained and retired
+    assert site.answers_from().endswith(f":{site.real}")
+    assert site.tiny in site.stopped()  # the runbook's undo stopped the new "unit"
