@@ -12,11 +12,14 @@ run, when it opened each websocket and what each received of a session's start (
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ASSISTANT = '[data-step-type="assistant_message"]'
+ASK_FRAME = re.compile(r'42\d*\["ask"')  # socket.io: the event, with the ack id the app waits on (421["ask",...])
+SETTLE_MS = 1000  # a profile switch is over when no new socket opened for this long (see choose_profile)
 USER = '[data-step-type="user_message"]'
 
 _WATCH = """
@@ -41,7 +44,7 @@ _WATCH = """
 
 # Before the page's scripts (socket.io takes window.WebSocket when it loads): each websocket's opening time
 # (performance.now()) and, of what it received, the on_chat_start step's frames and task_end.
-_SOCKETS = """
+_SOCKETS = r"""
 (() => {
   const Native = window.WebSocket;
   const sockets = window.__eoSockets = [];
@@ -54,6 +57,7 @@ _SOCKETS = """
         const d = typeof e.data === 'string' ? e.data : '';
         if (d.startsWith('42["task_end"')) rec.events.push('task_end');
         else if (d.includes('"name":"on_chat_start"')) rec.events.push('on_chat_start');
+        else if (/^42\d*\["ask"/.test(d)) rec.events.push('ask');  // an emit with an ack id: 421["ask",...]
       });
     }
   };
@@ -112,6 +116,26 @@ class ChatPage:
         self.sockets += 1
         self._frames.clear()
         ws.on("framereceived", lambda payload: self._frames.append(payload if isinstance(payload, str) else ""))
+
+    def frames_seen(self) -> str:
+        """What the page's websockets brought (for a failure's report): the sockets it opened, the last frames."""
+        sockets = self.page.evaluate("(window.__eoSockets || []).map(s => [Math.round(s.at), s.events.join(' ')])")
+        lines = [f"websockets opened: {self.sockets}; (ms since page load, events): {sockets}"]
+        return "\n".join(lines + [f[:2000] for f in self._frames[-40:]])
+
+    def wait_asked(self, selector: str, timeout: float = 60) -> None:
+        """Until the app asked for something on this page's socket (Chainlit's `ask` frame) and its input is in the
+        page. Fails saying which of the two did not happen: an ask the page dropped (a later socket's
+        connection_successful clears a pending ask) is not the same failure as an app that never asked."""
+        deadline = time.monotonic() + timeout
+        while not any(ASK_FRAME.match(f) for f in list(self._frames)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the app did not ask within {timeout}s; {self.frames_seen()}")
+            self.page.wait_for_timeout(50)
+        try:
+            self.page.wait_for_selector(selector, state="attached", timeout=max(1.0, deadline - time.monotonic()) * 1000)
+        except Exception as exc:
+            raise AssertionError(f"the app asked, but the page shows no {selector}: {exc}; {self.frames_seen()}") from None
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
@@ -269,7 +293,14 @@ class ChatPage:
         self.page.wait_for_function("() => document.querySelector('#confirm') || !document.querySelector('#chat-input')?.__eoOld")
         if self.page.locator("#confirm").count():
             self.page.click("#confirm")
-        self.page.wait_for_function(_SWITCHED, timeout=timeout * 1000)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.page.wait_for_function(_SWITCHED, timeout=max(1.0, deadline - time.monotonic()) * 1000)
+            # and no socket after it: one more (a third connect seen on a slower machine) would clear a pending ask
+            sockets = self.sockets
+            self.page.wait_for_timeout(SETTLE_MS)
+            if self.sockets == sockets or time.monotonic() > deadline:
+                break
         self.page.wait_for_selector("#chat-input", timeout=10_000)
 
     def attach(self, paths: list[Path]) -> None:

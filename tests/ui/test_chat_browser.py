@@ -275,7 +275,7 @@ def test_docs_with_nothing_indexed_asks_for_files_then_answers_from_them(chat, s
     md = tmp_path_factory.mktemp("ask") / "ops.md"
     md.write_bytes(doc_fixtures.markdown_zh())
     n0 = chat.send("回滚时恢复什么目录？")
-    chat.page.wait_for_selector("#ask-button-input", state="attached", timeout=30_000)
+    chat.wait_asked("#ask-button-input")
     chat.shot("10a-docs-asks-for-files")
     chat.page.set_input_files("#ask-button-input", [str(md)])
     msgs = "[...document.querySelectorAll('[data-step-type=\"assistant_message\"]')]"
@@ -528,16 +528,24 @@ def _push_log_rows(sb) -> list[tuple]:
     return [(e, i, bool(c)) for e, i, c in json.loads(sb.run([PY, "-c", code]).stdout)]
 
 
-def _onboarding_cards(chat) -> list[tuple[str, str]]:
+def _onboarding_cards(chat, sb) -> list[tuple[str, str]]:
+    """The cards once every item the app pushed (its push log's rows, written before a card is sent) is in the page."""
+    deadline = time.monotonic() + 120
     chat.page.wait_for_selector(".onboarding-item", timeout=120_000)
-    chat.page.wait_for_timeout(500)
+    while True:
+        pushed, shown = len(_push_log_rows(sb)), chat.page.locator(".onboarding-item").count()
+        if shown >= pushed > 0:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{shown} onboarding card(s) shown of the {pushed} the app pushed; {chat.frames_seen()}")
+        chat.page.wait_for_timeout(100)
     return chat.page.eval_on_selector_all(".onboarding-item", "els => els.map(e => [e.dataset.item, e.dataset.confirmed])")
 
 
 def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, sb):
     _hr_export(sb)
     chat.choose_profile(ONBOARDING_PROFILE)
-    cards = _onboarding_cards(chat)
+    cards = _onboarding_cards(chat, sb)
     chat.shot("17a-onboarding-items")
     kinds = chat.page.eval_on_selector_all(".onboarding-item", "els => els.map(e => e.dataset.kind)")
     assert kinds[0] == "welcome" and "task" in kinds and all(c == "false" for _, c in cards), (kinds, cards)
@@ -550,7 +558,7 @@ def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, s
     chat.reload()
     if chat.page.locator(".onboarding-item").count() == 0 and ONBOARDING_PROFILE not in chat.page.locator("#chat-profiles").inner_text():
         chat.choose_profile(ONBOARDING_PROFILE)
-    again = _onboarding_cards(chat)
+    again = _onboarding_cards(chat, sb)
     chat.shot("17c-onboarding-after-reload")
     assert [i for i, _ in again] == [i for i, _ in cards], (cards, again)  # the same items, nothing new
     assert dict(again)[task] == "true" and sum(c == "true" for _, c in again) == 1, again
