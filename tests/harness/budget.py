@@ -1,8 +1,9 @@
 """The suite's budget: what each test module costs in the expensive things, printed beside its seconds.
 
-The harness counts at the one place each thing starts: `serve_proc.start` (a real vLLM engine outside systemd),
-`Sandbox.down`/`power_off` (the engines systemd started inside a host, read from its journal, and the host
-itself), `Fleet.playbook` (an ansible-playbook run), `browser.chromium` (a browser session). A count goes to the
+The harness counts at the one place each thing starts: `serve_proc.start` (a real vLLM engine outside systemd; a
+stub engine is not counted), `Sandbox.down`/`power_off` (every start of an `ernie-vllm@` unit inside a host, read
+from its journal: a stub behind the real launcher counts there too), `sandbox.up` (a host), `Fleet.playbook` (an
+ansible-playbook run), `browser.chromium` (a browser session). A count goes to the
 module of the test running when it happens: a module-scoped fixture's setup and teardown run inside that
 module's first and last test, a package-scoped one inside the first module that asked for it.
 
