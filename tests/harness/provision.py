@@ -76,18 +76,22 @@ class Run:
             out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
         return out
 
-    def failed_task(self, host: str) -> tuple[str, str]:
-        """(the task, its message) where `host` failed first: the header above its `fatal: [host]` line and the `msg` of
-        the result below it (callback_result_format = yaml); ("", "") when it failed nowhere."""
-        lines, task = self.output.splitlines(), ""
+    def failures(self, host: str) -> list[tuple[str, str]]:
+        """(task, message) of each of `host`'s failed tasks, in order (the operator's transcript): the header above each
+        `fatal: [host]: FAILED! =>` line and the `msg` of the result below it (callback_result_format = yaml)."""
+        lines, task, out = self.output.splitlines(), "", []
         for n, line in enumerate(lines):
             if line.startswith(("TASK [", "RUNNING HANDLER [")):
                 task = line.split("[", 1)[1].rsplit("]", 1)[0]
             elif line.startswith(f"fatal: [{host}]: FAILED!"):
                 body = itertools.takewhile(lambda s: s.startswith("    ") or not s.strip(), lines[n + 1 :])
                 result = yaml.safe_load(textwrap.dedent("\n".join(body))) or {}
-                return task, str(result.get("msg", "")) if isinstance(result, dict) else str(result)
-        return "", ""
+                out.append((task, str(result.get("msg", "")) if isinstance(result, dict) else str(result)))
+        return out
+
+    def failed_task(self, host: str) -> tuple[str, str]:
+        """(task, message) where `host` failed first; ("", "") when it failed nowhere."""
+        return next(iter(self.failures(host)), ("", ""))
 
     def changed_tasks(self) -> list[str]:
         """Names of the tasks that reported a change (for a useful failure message)."""
