@@ -155,14 +155,6 @@ class Fleet:
     def inventory(self, aliases: dict[str, dict] | None = None, **overrides: object) -> Path:
         """The inventory of a run; with `aliases` ({inventory name: its variables}) every name is this fleet's one host,
         each with its own variables: one run tries several variable sets at once (checks that change nothing)."""
-        if aliases is not None:
-            (name, sb), *more = self.hosts.items()
-            assert not more, "aliases stand for a one-host fleet"
-            hosts = {alias: {**host_vars(), "ansible_nsenter_pid": sb.pid, **self.vars, **self.host_vars[name], **overrides, **extra}
-                     for alias, extra in aliases.items()}  # fmt: skip
-            path = self.workdir / "hosts.yml"
-            path.write_text(yaml.safe_dump({self.groups[name]: {"hosts": hosts}}, sort_keys=False))
-            return path
         groups: dict[str, dict] = {}
         for i, (name, sb) in enumerate(self.hosts.items()):
             # all hosts share this machine's cores: each host's routed instance gets a different one,
@@ -175,6 +167,10 @@ class Fleet:
         for name, extra in self.member_of.items():
             for group in extra:
                 groups.setdefault(group, {"hosts": {}})["hosts"][name] = {}  # its variables are in its first group
+        if aliases is not None:
+            ((group, members),) = groups.items()
+            ((_, entry),) = members["hosts"].items()  # aliases stand for a one-host fleet
+            groups = {group: {"hosts": {alias: {**entry, **extra} for alias, extra in aliases.items()}}}
         path = self.workdir / "hosts.yml"
         path.write_text(yaml.safe_dump(groups, sort_keys=False))
         return path
