@@ -24,6 +24,7 @@ import yaml
 from tests.harness import browser, demo, doc_fixtures, golden_record, prom, provision, sandbox, tiers, tiny_model
 from tests.harness.chat_page import ChatPage
 from tests.harness.dates import days_from_today
+from tests.harness.kept import kept_on_failure
 from tests.harness.paths import ARTIFACTS, CACHE
 from tests.harness.wait import until
 
@@ -615,11 +616,11 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
     before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, ROUTED_UNIT)) for name, sb in fleet.inference.items()}
     shots = ARTIFACTS / "ansible-chat"
     shots.mkdir(parents=True, exist_ok=True)
-    with browser.chromium(netns_pid=fleet.hosts["ans-a"].pid) as b:
+    with browser.chromium(netns_pid=fleet.hosts["ans-a"].pid) as b, kept_on_failure(_chat_hosts(fleet), shots / "failed") as kept:
         # through the edge: HTTPS (the lab certificate; curl and the openai clients verify it), HTTP/2 for the page,
         # the websocket on HTTP/1.1 beside it, the session kept on one host (ip_hash)
         page = b.new_page(viewport={"width": 1200, "height": 800}, ignore_https_errors=True)
-        chat = ChatPage(page, _edge(fleet), shots)
+        chat = kept.chat = ChatPage(page, _edge(fleet), shots)
         chat.login(USER, PASSWORD)
         chat.wait_ready()
         assert page.evaluate("performance.getEntriesByType('navigation')[0].nextHopProtocol") == "h2"
@@ -666,6 +667,11 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         assert sb.run("stat -c '%a %U %G' /etc/ernie-ops/hr-export.csv").stdout.split() == ["640", "root", "ernie"], name
         environ = sb.run(f"cat /proc/{sb.show('ernie-chainlit.service', 'MainPID')}/environ").stdout.split("\0")
         assert f"ERNIE_OPS_HR_TOKEN={HR_TOKEN}" in environ, (name, "the restarted app lacks the token")
+
+
+def _chat_hosts(fleet: provision.Fleet) -> dict:
+    """The hosts whose chat app a browser through the edge may reach (their journals are kept on a failure)."""
+    return {name: fleet.hosts[name] for name in fleet.inference}
 
 
 def _docs_uploads_through_the_edge(chat: ChatPage, shots: Path) -> dict[str, str]:
@@ -910,19 +916,12 @@ def test_a_host_powered_off_mid_conversation_loses_only_its_streams_and_the_user
     shots = ARTIFACTS / "ansible-power-off"
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
-    with browser.chromium(netns_pid=edge.pid) as br:
+    with browser.chromium(netns_pid=edge.pid) as br, kept_on_failure(_chat_hosts(fleet), shots / "failed") as kept:
         page = br.new_page(viewport={"width": 1200, "height": 800}, ignore_https_errors=True)
-        chat = ChatPage(page, _edge(fleet), shots)
+        chat = kept.chat = ChatPage(page, _edge(fleet), shots)
         chat.login(USER, PASSWORD)
-        try:
-            chat.wait_ready()
-            chat.choose_profile("文档问答 Docs")
-        except Exception:
-            chat.shot("failed")
-            for name in fleet.inference:
-                print(name, fleet.hosts[name].run(["journalctl", "--no-pager", "-u", "ernie-chainlit", "-n", "80"], check=False).stdout)
-            print(edge.run("tail -n 40 /var/log/nginx/ernie-edge.access.log").stdout)
-            raise
+        chat.wait_ready()
+        chat.choose_profile("文档问答 Docs")
         md = shots / "rollback.md"
         md.write_text(ROLLBACK_MD)  # short: the prompt with its passages fits the chat's budget for the tiny model
         chat.attach([md])

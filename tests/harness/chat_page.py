@@ -43,7 +43,8 @@ _WATCH = """
 
 
 # Before the page's scripts (socket.io takes window.WebSocket when it loads): each websocket's opening time
-# (performance.now()) and, of what it received, the on_chat_start step's frames and task_end.
+# (performance.now()), when it last received a frame, and, of what it received, the on_chat_start step's frames,
+# task_start and task_end.
 _SOCKETS = r"""
 (() => {
   const Native = window.WebSocket;
@@ -51,11 +52,13 @@ _SOCKETS = r"""
   window.WebSocket = class extends Native {
     constructor(...args) {
       super(...args);
-      const rec = {at: performance.now(), events: []};
+      const rec = {at: performance.now(), last: performance.now(), events: []};
       sockets.push(rec);
       this.addEventListener('message', e => {
+        rec.last = performance.now();
         const d = typeof e.data === 'string' ? e.data : '';
         if (d.startsWith('42["task_end"')) rec.events.push('task_end');
+        else if (d.startsWith('42["task_start"')) rec.events.push('task_start');
         else if (d.includes('"name":"on_chat_start"')) rec.events.push('on_chat_start');
         else if (/^42\d*\["ask"/.test(d)) rec.events.push('ask');  // an emit with an ack id: 421["ask",...]
       });
@@ -80,18 +83,34 @@ _SWITCHING = """
 """
 
 # The switch is done: the chat was mounted again (the new profile's settings loaded), a websocket opened after
-# that (the page's last one), and since the switch the session's on_chat_start ended (its step's last frame,
-# then task_end), on whichever socket it ran; the last socket itself got task_end (its connection_successful).
+# that (the page's last one), that socket's last task frame is task_end (its connection_successful, or the end of an
+# on_chat_start that ran on it), and the session's on_chat_start is over: its step's frames then task_end were seen
+# since the switch, on whichever socket, or the last socket has been quiet for `quiet` ms. The second case is real:
+# when the first socket closes while on_chat_start runs on the server, the frames it emits before the second socket
+# has restored the session go to the closed one and no socket ever shows them (CI: 60 s waiting for them).
 _SWITCHED = """
-() => {
+(quiet) => {
   const w = window.__eoSwitch;
   if (!w || w.mounted === null) return false;
   const since = window.__eoSockets.filter(s => s.at >= w.at);
   const last = since[since.length - 1];
   if (!last || last.at <= w.mounted) return false;
+  const tasks = last.events.filter(e => e === 'task_start' || e === 'task_end');
+  if (tasks[tasks.length - 1] !== 'task_end') return false;
   const events = since.flatMap(s => s.events);
-  const ended = events.lastIndexOf('on_chat_start');
-  return ended >= 0 && events.indexOf('task_end', ended + 1) > ended && last.events.includes('task_end');
+  const started = events.lastIndexOf('on_chat_start');
+  return (started >= 0 && events.indexOf('task_end', started + 1) > started) || performance.now() - last.last >= quiet;
+}
+"""
+
+# What a switch that did not finish left in the page (for its failure's report).
+_SWITCH_STATE = """
+() => {
+  const w = window.__eoSwitch || {};
+  const r = (t) => t === null || t === undefined ? null : Math.round(t);
+  return {now: r(performance.now()), switched_at: r(w.at), chat_mounted_at: r(w.mounted),
+          chat_input: !!document.querySelector('#chat-input'),
+          sockets: (window.__eoSockets || []).map(s => ({opened: r(s.at), last_frame: r(s.last), events: s.events.join(' ')}))};
 }
 """
 
@@ -295,7 +314,12 @@ class ChatPage:
             self.page.click("#confirm")
         deadline = time.monotonic() + timeout
         while True:
-            self.page.wait_for_function(_SWITCHED, timeout=max(1.0, deadline - time.monotonic()) * 1000)
+            try:
+                self.page.wait_for_function(_SWITCHED, arg=SETTLE_MS, timeout=max(1.0, deadline - time.monotonic()) * 1000)
+            except Exception as exc:
+                state = self.page.evaluate(_SWITCH_STATE)
+                raise AssertionError(f"the switch to {name!r} did not finish within {timeout}s ({type(exc).__name__}); "
+                                     f"the page (ms since load): {state}; {self.frames_seen()}") from None  # fmt: skip
             # and no socket after it: one more (a third connect seen on a slower machine) would clear a pending ask
             sockets = self.sockets
             self.page.wait_for_timeout(SETTLE_MS)
