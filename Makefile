@@ -11,12 +11,14 @@ APT_PACKAGES := nginx systemd python3-venv curl iproute2 util-linux procps chrom
 LOCK := requirements/test.lock
 STAMP := $(VENV)/.ernie-ops-$(shell cat $(LOCK) requirements/pip-tools.txt | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+# two lanes (pytest-xdist workers), each test group whole on one (tests/harness/lanes.py); LANES= runs serially
+LANES ?= -n 2 --dist loadscope --no-loadscope-reorder
 
 .PHONY: test deps apt venv wheelhouse lock pip-tools lint unit ansible-lint demo demo-down
 
 test: deps
 	@echo "== ernie-ops test suite (all tiers) =="; start=$$(date +%s); \
-	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest $(LANES) $(PYTEST_ARGS); rc=$$?; \
 	echo "== suite time: $$(( $$(date +%s) - start )) s, pytest exit $$rc =="; exit $$rc
 
 unit: deps

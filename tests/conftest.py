@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import tiny_model
+from tests.harness import lanes, tiny_model
 from tests.harness.paths import CACHE
 
 
@@ -32,9 +32,29 @@ pytest_plugins = ("tests.harness.tiers", "tests.harness.budget")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets its tier's marker; the lane groups (tests/harness/lanes.py) are collected in the order the lanes
+    take them (a stable sort: a module's tests keep their order)."""
     for item in items:
-        tier = Path(str(item.fspath)).relative_to(PROJECT / "tests").parts[0]
-        item.add_marker(getattr(pytest.mark, tier))
+        item.add_marker(getattr(pytest.mark, _under_tests(item).split("/")[0]))
+    items.sort(key=lambda item: lanes.rank(lanes.group_of(_under_tests(item))))
+
+
+def _under_tests(item: pytest.Item) -> str:
+    return Path(str(item.fspath)).relative_to(PROJECT / "tests").as_posix()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """With `--dist loadscope` (make test's lanes): a group of tests is a work unit (tests/harness/lanes.py), not a
+    module. xdist's own `loadgroup` cannot be used: it renames the node ids (`@group`), which pytest 9 ignores."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return lanes.group_of(nodeid.split("::", 1)[0].removeprefix("tests/"))
+
+    return LaneScheduling(config, log)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -53,6 +73,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_sep("=", "seconds and budget per module")
     for line in budget.table(seconds, budget.counts()):
         terminalreporter.write_line(line)
+    spent = budget.lanes()
+    terminalreporter.write_line("lanes (test seconds per xdist worker): " + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(spent.items())))
 
 
 @pytest.fixture(scope="session")

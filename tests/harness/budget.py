@@ -7,6 +7,9 @@ ansible-playbook run), `browser.chromium` (a browser session). A count goes to t
 module of the test running when it happens: a module-scoped fixture's setup and teardown run inside that
 module's first and last test, a package-scoped one inside the first module that asked for it.
 
+The counts ride on the test reports (`user_properties`), so that with the suite's two lanes (pytest-xdist workers,
+see tests/conftest.py) the controller, which prints the table, adds up what every worker started.
+
 A change that adds to a column says why in its commit (tests/harness/budget.py is the tally, the commit is the reason).
 """
 
@@ -17,25 +20,47 @@ from collections import defaultdict
 import pytest
 
 KINDS = ("engines", "playbooks", "hosts", "browsers")
+PROPERTY = "ernie-ops budget"  # the user_properties entry of a report: {kind: n} started during that phase
 _counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
-_current = ["(outside a test)"]
+_lanes: dict[str, float] = defaultdict(float)  # seconds of test time per xdist worker (one lane when run without)
+_pending: dict[str, int] = dict.fromkeys(KINDS, 0)  # started since the last report of this process
 
 
 def count(kind: str, n: int = 1) -> None:
-    """Add `n` of `kind` (one of KINDS) to the module of the test running now."""
+    """Add `n` of `kind` (one of KINDS) to the test running now (its next report carries it)."""
     if kind not in KINDS:
         raise ValueError(f"budget: unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    _counts[_current[0]][kind] += n
+    _pending[kind] += n
 
 
 def counts() -> dict[str, dict[str, int]]:
-    """{module: {kind: n}} so far (a copy)."""
+    """{module: {kind: n}} of the reports seen so far (a copy)."""
     return {module: dict(row) for module, row in _counts.items()}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    _current[0] = item.nodeid.split("::", 1)[0]
+def lanes() -> dict[str, float]:
+    """{lane: seconds of test time} of the reports seen so far: a worker's id (gw0, ...), or "main" without xdist."""
+    return dict(_lanes)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if any(_pending.values()):
+        report.user_properties.append((PROPERTY, dict(_pending)))
+        _pending.update(dict.fromkeys(KINDS, 0))
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In the process that prints (xdist's controller, or the only one): each report adds what it carries."""
+    module = report.nodeid.split("::", 1)[0]
+    for name, value in report.user_properties:
+        if name == PROPERTY:
+            for kind, n in value.items():
+                _counts[module][kind] += n
+    node = getattr(report, "node", None)  # xdist: the worker that ran it
+    _lanes[node.gateway.id if node is not None else "main"] += report.duration
 
 
 def table(seconds: dict[str, float], budget: dict[str, dict[str, int]]) -> list[str]:
