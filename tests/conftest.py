@@ -44,15 +44,15 @@ def _under_tests(item: pytest.Item) -> str:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """With `--dist loadscope` (make test's lanes): a group of tests is a work unit (tests/harness/lanes.py), not a
-    module. xdist's own `loadgroup` cannot be used: it renames the node ids (`@group`), which pytest 9 ignores."""
+    """With `--dist loadscope` (make test's lanes): a group of tests is a work unit (tests/harness/lanes.py `scope_of`),
+    not a module. xdist's own `loadgroup` cannot be used: it renames the node ids (`@group`), which pytest 9 ignores."""
     if config.getoption("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class LaneScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return lanes.group_of(nodeid.split("::", 1)[0].removeprefix("tests/"))
+            return lanes.scope_of(nodeid.split("::", 1)[0].removeprefix("tests/"))
 
     return LaneScheduling(config, log)
 

@@ -22,6 +22,10 @@ GROUPS = (
     ("unit", ("unit/",)),
 )
 OTHER = "other"
+# groups whose modules share no stack (module-scoped fixtures only): each module is a work unit of its own, so either
+# lane takes the next one (a whole unit group went to the fleet's lane behind its last test while the other lane sat
+# idle). The integration tier's engines and the UI tier's host are shared by the whole group (package fixtures).
+SPREAD = frozenset({"e2e", "unit"})
 
 
 def group_of(path: str) -> str:
@@ -30,6 +34,12 @@ def group_of(path: str) -> str:
         if any(path == h or (h.endswith("/") and path.startswith(h)) for h in holds):
             return name
     return OTHER
+
+
+def scope_of(path: str) -> str:
+    """The work unit a test file belongs to: its group, or the file itself in a SPREAD group."""
+    group = group_of(path)
+    return path if group in SPREAD else group
 
 
 def rank(group: str) -> int:

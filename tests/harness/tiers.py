@@ -25,6 +25,7 @@ MARK = "tier_unavailable"
 _PASSED = pytest.StashKey[set]()
 _SKIPPED = pytest.StashKey[list]()
 _PROBLEMS = pytest.StashKey[list]()
+_CONFIG: list[pytest.Config | None] = [None]  # the session's config, for the report hook (it is given none)
 
 
 def required() -> bool:
@@ -57,6 +58,7 @@ def problems(passed: set[str], skipped: list[str]) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARK}(reason): the tier cannot run here; fails the test under {FLAG}=1")
+    _CONFIG[0] = config
     config.stash[_PASSED] = set()
     config.stash[_SKIPPED] = []
     config.stash[_PROBLEMS] = []
@@ -69,21 +71,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{mark.kwargs['reason']} ({FLAG}=1: under CI every tier must run; install what is missing)", pytrace=False)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = yield
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Counted where the reports are read: the only process, or xdist's controller (a worker's reports reach it
+    with their keywords, the tier markers among them)."""
+    config = _CONFIG[0]
+    if config is None or _PASSED not in config.stash:
+        return
     if report.when == "call" and report.passed:
-        item.config.stash[_PASSED].update(t for t in TIERS if item.get_closest_marker(t) is not None)
+        config.stash[_PASSED].update(t for t in TIERS if t in report.keywords)
     if report.skipped and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        item.config.stash[_SKIPPED].append(f"{item.nodeid} ({reason})")
-    return report
+        reason = report.longrepr[2] if isinstance(report.longrepr, (tuple, list)) else str(report.longrepr)
+        config.stash[_SKIPPED].append(f"{report.nodeid} ({reason})")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    if not required() or config.option.collectonly or _PASSED not in config.stash:
-        return
+    if not required() or config.option.collectonly or _PASSED not in config.stash or hasattr(config, "workerinput"):
+        return  # an xdist worker saw only its lane's tests: the controller judges the session
     found = config.stash[_PROBLEMS] = problems(config.stash[_PASSED], config.stash[_SKIPPED])
     if found and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -27,3 +27,10 @@ def test_every_test_file_of_the_suite_has_a_group_of_its_tier_or_the_fleet():
 def test_an_unknown_place_is_other_and_ranks_last():
     assert lanes.group_of("bench/test_x.py") == lanes.OTHER
     assert lanes.rank(lanes.OTHER) == len(lanes.GROUPS)
+
+
+def test_a_stackless_tiers_modules_are_work_units_of_their_own():
+    assert lanes.scope_of("unit/test_config.py") == "unit/test_config.py"
+    assert lanes.scope_of("integration/test_serve.py") == "integration"  # its modules share the tier's stacks
+    assert lanes.scope_of("e2e/test_cutover.py") == "e2e/test_cutover.py"
+    assert lanes.scope_of("e2e/test_ansible.py") == "fleet"

@@ -37,8 +37,9 @@ def every_tier(*tiers_: str) -> str:
     return "import pytest\n" + "".join(f"\n\n@pytest.mark.{t}\ndef test_{t}():\n    pass\n" for t in tiers_)
 
 
-def run_pytest(tmp_path: Path, flag: bool, **files: str) -> subprocess.CompletedProcess:
-    """pytest with only the tiers plugin, on `files` (name -> text) in a fresh rootdir."""
+def run_pytest(tmp_path: Path, flag: bool, lanes: bool = False, **files: str) -> subprocess.CompletedProcess:
+    """pytest with only the tiers plugin, on `files` (name -> text) in a fresh rootdir; `lanes`: two xdist workers,
+    as `make test` runs."""
     markers = "".join(f"    {t}: tier\n" for t in tiers.TIERS)
     (tmp_path / "pytest.ini").write_text(f"[pytest]\naddopts = --strict-markers\nmarkers =\n{markers}")
     for name, text in files.items():
@@ -48,6 +49,7 @@ def run_pytest(tmp_path: Path, flag: bool, **files: str) -> subprocess.Completed
     if flag:
         env[tiers.FLAG] = "1"
     argv = [sys.executable, "-m", "pytest", "-p", "tests.harness.tiers", "-p", "no:cacheprovider", "-rA", str(tmp_path)]
+    argv += ["-n", "2", "--dist", "loadfile"] if lanes else []
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     proc.stdout += proc.stderr
     return proc
@@ -113,3 +115,19 @@ def test_ci_run_requires_every_tier_and_runs_make_test(tmp_path):
     proc = subprocess.run(["bash", str(PROJECT / ".ci" / "run")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"make test {tiers.FLAG}=1 in {PROJECT}\n"
+
+
+def test_the_verdict_is_the_whole_sessions_when_two_lanes_share_the_tiers(tmp_path):
+    """Under xdist each worker sees some tiers only: the controller, which reads every report, judges."""
+    split = {"test_one": every_tier("unit", "integration"), "test_two": every_tier("e2e", "ui")}
+    runs = {name: tmp_path / name for name in ("all", "half", "skip")}
+    for d in runs.values():
+        d.mkdir()
+    proc = run_pytest(runs["all"], flag=True, lanes=True, **split)
+    assert proc.returncode == 0 and "4 passed" in proc.stdout and "FAILS" not in proc.stdout, proc.stdout
+    proc = run_pytest(runs["half"], flag=True, lanes=True, test_one=split["test_one"])
+    assert proc.returncode == 1 and "no test of tier(s) e2e, ui ran and passed" in proc.stdout, proc.stdout
+    skipping = "import pytest\n\n\n@pytest.mark.unit\ndef test_later():\n    pytest.skip('not today')\n"
+    proc = run_pytest(runs["skip"], flag=True, lanes=True, test_skip=skipping, **split)
+    assert proc.returncode == 1, proc.stdout
+    assert "1 test(s) skipped, which CI does not allow: test_skip.py::test_later (Skipped: not today)" in proc.stdout
