@@ -201,11 +201,13 @@ class ChatPage:
         raise AssertionError(f"the thread was not resumed within {timeout}s; frames: {self._frames[-5:]}")
 
     def reload(self) -> None:
-        """Reload the page: a chat that has begun is at /thread/<id> and resumes (history on); else a new chat starts."""
+        """Reload the page: a chat that has begun is at /thread/<id> and resumes (history on); else a new chat starts.
+        Which one is read from the address the reload loaded, not the one before it: Chainlit moves to /thread/<id>
+        when the app reports the thread's first interaction, which can land between a read and the reload (CI:
+        the page resumed while this waited 60 s for a new chat's on_chat_start)."""
         self._frames.clear()
-        resumes = "/thread/" in self.page.url
         self.page.reload()
-        self.wait_resumed() if resumes else self.wait_ready()
+        self.wait_resumed() if "/thread/" in self.page.url else self.wait_ready()
 
     def new_chat(self) -> None:
         """A new chat at the app's root (what the sidebar's new-chat button leads to)."""

@@ -286,7 +286,9 @@ def test_a_host_with_no_instance_answering_fires_and_the_serving_one_stays_silen
         lambda: [a for a in p.alerts() if a["labels"]["alertname"] == "ErnieHostNotServing" and a["state"] == "firing"],
     )
     assert [a["labels"]["host"] for a in firing] == ["gone"], firing
-    mine = [a for a in p.alerts() if a["labels"].get("host") == "h1"]
+    # ErnieDiskFilling judges this test machine's real disk, which other work shares: its 24 h forecast fired here
+    # while the other lane of `make test` installed venvs (its own test: ErnieDiskFilling in prometheus/tests/)
+    mine = [a for a in p.alerts() if a["labels"].get("host") == "h1" and a["labels"]["alertname"] != "ErnieDiskFilling"]
     probes = p.query('max_over_time(probe_http_status_code{host="h1"}[5m]) or min_over_time(probe_success{host="h1"}[5m])')
     assert mine == [], f"alerts about the serving host: {mine}\nprobes over 5 min: {probes}"
 

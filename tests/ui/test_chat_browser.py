@@ -555,6 +555,7 @@ def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, s
     chat.page.locator(f'.onboarding-item[data-item="{task}"] .onboarding-confirm').click()
     chat.page.wait_for_selector(f'.onboarding-item[data-item="{task}"][data-confirmed="true"]', timeout=30_000)
     chat.shot("17b-onboarding-one-confirmed")
+    chat.thread_id()  # the confirmation began the thread: the page is at /thread/<id> before it reloads
     chat.reload()
     if chat.page.locator(".onboarding-item").count() == 0 and ONBOARDING_PROFILE not in chat.page.locator("#chat-profiles").inner_text():
         chat.choose_profile(ONBOARDING_PROFILE)
