@@ -59,19 +59,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """Seconds (setup + call + teardown) and the budget (engines, playbook runs, hosts, browser sessions) per module
-    and per tier: where the suite's time goes (tests/harness/budget.py)."""
-    seconds: dict[str, float] = {}
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            if isinstance(report, pytest.TestReport):
-                module = report.nodeid.split("::", 1)[0]
-                seconds[module] = seconds.get(module, 0.0) + report.duration
-    if not seconds:
-        return
+    and per tier, then each lane's seconds: where the suite's time goes (tests/harness/budget.py)."""
     from tests.harness import budget  # the plugin (pytest_plugins) by then: imported earlier, pytest could not rewrite it
 
+    if not budget.seconds():
+        return
     terminalreporter.write_sep("=", "seconds and budget per module")
-    for line in budget.table(seconds, budget.counts()):
+    for line in budget.table(budget.seconds(), budget.counts()):
         terminalreporter.write_line(line)
     spent = budget.lanes()
     terminalreporter.write_line("lanes (test seconds per xdist worker): " + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(spent.items())))

@@ -22,7 +22,8 @@ import pytest
 KINDS = ("engines", "playbooks", "hosts", "browsers")
 PROPERTY = "ernie-ops budget"  # the user_properties entry of a report: {kind: n} started during that phase
 _counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
-_lanes: dict[str, float] = defaultdict(float)  # seconds of test time per xdist worker (one lane when run without)
+_seconds: dict[str, float] = defaultdict(float)  # test time (setup + call + teardown) per module
+_lanes: dict[str, float] = defaultdict(float)  # test time per xdist worker (one lane, "main", when run without)
 _pending: dict[str, int] = dict.fromkeys(KINDS, 0)  # started since the last report of this process
 
 
@@ -36,6 +37,11 @@ def count(kind: str, n: int = 1) -> None:
 def counts() -> dict[str, dict[str, int]]:
     """{module: {kind: n}} of the reports seen so far (a copy)."""
     return {module: dict(row) for module, row in _counts.items()}
+
+
+def seconds() -> dict[str, float]:
+    """{module: seconds of test time} of the reports seen so far."""
+    return dict(_seconds)
 
 
 def lanes() -> dict[str, float]:
@@ -59,6 +65,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if name == PROPERTY:
             for kind, n in value.items():
                 _counts[module][kind] += n
+    _seconds[module] += report.duration
     node = getattr(report, "node", None)  # xdist: the worker that ran it
     _lanes[node.gateway.id if node is not None else "main"] += report.duration
 

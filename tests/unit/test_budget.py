@@ -40,6 +40,7 @@ def test_counts_ride_on_the_reports_and_add_up_where_they_are_read(monkeypatch):
     adds them per module and the test time per lane."""
     monkeypatch.setattr(budget, "_counts", type(budget._counts)(budget._counts.default_factory))
     monkeypatch.setattr(budget, "_lanes", type(budget._lanes)(float))
+    monkeypatch.setattr(budget, "_seconds", type(budget._seconds)(float))
     monkeypatch.setattr(budget, "_pending", dict.fromkeys(budget.KINDS, 0))
     budget.count("engines", 2)
     budget.count("hosts")
@@ -53,3 +54,4 @@ def test_counts_ride_on_the_reports_and_add_up_where_they_are_read(monkeypatch):
     assert budget.counts()["tests/e2e/test_a.py"] == {"engines": 2, "playbooks": 0, "hosts": 1, "browsers": 0}
     assert "tests/unit/test_b.py" not in budget.counts() or not any(budget.counts()["tests/unit/test_b.py"].values())
     assert budget.lanes() == {"gw0": 35.0, "gw1": 1.0}
+    assert budget.seconds() == {"tests/e2e/test_a.py": 35.0, "tests/unit/test_b.py": 1.0}
