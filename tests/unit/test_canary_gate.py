@@ -195,3 +195,17 @@ def test_one_slow_request_is_no_latency_verdict_however_many_token_gaps_it_has()
     v = slo.judge(one, side(8000, 2000), SLO, min_requests=1)
     latency = [c for c in v.checks if c.name.startswith(("ttft", "itl"))]
     assert {c.result for c in latency} == {slo.INCONCLUSIVE} and "10 before any latency verdict" in latency[0].detail
+
+
+def test_a_ratio_inside_a_bucket_is_judged_at_its_bound_so_a_healthy_canary_can_pass():
+    """CI's case: baseline p90 near 0.075 s, 3x inside (0.1, 0.25]; 5 of 35 canary requests in that
+    bucket could never be shown under 0.225 s, so the step stayed undecided until step_max rolled it back."""
+    slo90 = config.SloConfig(max_error_rate=0.1, ttft_quantile=0.9, ttft_seconds=20.0, itl_quantile=0.9, itl_seconds=10.0, max_ratio=3.0)
+    itl = hist({0.02: 350, math.inf: 350})
+    base = slo.Side(8000, requests=35, ttft=hist({0.06: 20, 0.08: 33, 0.1: 35, 0.25: 35, math.inf: 35}), itl=itl)
+    canary = slo.Side(8001, requests=35, ttft=hist({0.06: 10, 0.08: 25, 0.1: 30, 0.25: 35, math.inf: 35}), itl=itl)
+    v = slo.judge(canary, base, slo90, min_requests=20)
+    ttft = next(c for c in v.checks if c.name == "ttft p90")
+    assert ttft.result == slo.PASS and "<= 0.250s" in ttft.detail and "at its bucket's bound" in ttft.detail, ttft
+    slow = slo.Side(8001, requests=35, ttft=hist({0.06: 5, 0.08: 10, 0.1: 15, 0.25: 20, math.inf: 35}), itl=itl)
+    assert slo.judge(slow, base, slo90, min_requests=20).result == slo.FAIL  # 15 of 35 surely over: still a fail

@@ -54,6 +54,7 @@ class Behaviour:
     fail_share: float = 0.0
     ttft: float = 0.03
     alive: bool = True
+    slow_first: int = 0  # the first requests (a fresh engine's warm-up) take 10 s to the first token
 
 
 @dataclass
@@ -81,9 +82,10 @@ class FakeMeter:
             bad = round(n * b.fail_share)
             c["ok"] += n - bad
             c["error"] += bad
+            slow = max(0, min(n, b.slow_first - c.setdefault("seen", 0)))
+            c["seen"] += n
             for le in BOUNDS:
-                if b.ttft <= le:
-                    c["ttft"][le] += n
+                c["ttft"][le] += (n - slow if b.ttft <= le else 0) + (slow if le >= 10.0 else 0)
             out.requests[port] += n
             out.failed[port] += bad
             if not b.alive:
@@ -163,6 +165,15 @@ def test_at_5_percent_a_quiet_canary_gets_synthetic_requests_until_it_can_be_jud
     assert first["verdict"]["result"] == "pass"
     # 5% of 4 req/s is nothing: every request the canary was judged on was the gate's own
     assert meters[0].wanted[NEW] is False  # turned off again once the window held enough
+
+
+def test_on_a_quiet_host_the_gate_asks_for_more_requests_while_a_few_slow_ones_leave_it_undecided(cfg):
+    host = SplitHost()  # no outside traffic: every request is the gate's own; the canary's first 2 are slow
+    res, meters = run(cfg, host, {OLD: Behaviour(rate=0), NEW: Behaviour(rate=0, slow_first=2)}, [50])
+    assert res.ok and res.outcome == "promoted", res  # 2 of the first 59 could be 10.6%: only more requests tell
+    verdict = next(d for d in history(cfg)["decisions"] if "verdict" in d)["verdict"]
+    assert verdict["result"] == "pass" and int(verdict["canary"].split()[1]) > 59, verdict  # '8001: 65 req, ...'
+    assert meters[0].wanted == {OLD: False, NEW: False}
 
 
 def test_a_canary_with_errors_is_rolled_back_at_its_first_step(cfg):

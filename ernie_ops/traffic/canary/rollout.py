@@ -215,12 +215,15 @@ class Watch:
         bake = self.r.phase == "bake"
         return slo.judge(side(self.r.target), side(self.r.source), self.co.slo, self.co.step_min_requests, compare_latency=not bake)
 
-    def _feed(self, w: Windows) -> None:
-        """Synthetic requests to each side that has too few in this phase's window."""
+    def _feed(self, w: Windows, v: slo.Verdict) -> None:
+        """Synthetic requests to each side that has too few in this phase's window, and to both while the gate is
+        undecided: one slow or failed request among the first `need` leaves a bound too wide, and on a quiet
+        host only more requests narrow it (without them the step waited out step_max_seconds and rolled back)."""
         need = slo.target_requests(self.co.slo, self.co.step_min_requests)
+        undecided = v.result == slo.INCONCLUSIVE
         for port in (self.r.source, self.r.target):
             side = w.phase(port)
-            self.meter.want(port, side.problem is None and side.requests < need)
+            self.meter.want(port, side.problem is None and (side.requests < need or undecided))
 
     def _next(self, w: Windows) -> str | None:
         """Wait one interval and measure. A promote/abort request from another shell ends the watch: returned
@@ -251,7 +254,7 @@ class Watch:
                 return asked
             v = self._judge(w)
             self._live(v)
-            self._feed(w)
+            self._feed(w, v)
             if v.result == slo.FAIL:
                 self.decide(label, f"FAIL after {w.seconds:.1f}s: {v.reason}", v, w.seconds)
                 return f"{label} ({self.r.percent}%) failed the gate: {v.reason}"
@@ -269,7 +272,7 @@ class Watch:
                 return asked
             whole, recent = self._judge(w), self._judge(w, recent=True)
             self._live(whole if whole.result == slo.FAIL or recent.result != slo.FAIL else recent)
-            self._feed(w)
+            self._feed(w, whole)
             for name, v in (("recent window", recent), ("bake so far", whole)):
                 if v.result == slo.FAIL:
                     self.decide("bake", f"FAIL ({name}) after {w.seconds:.1f}s: {v.reason}", v, w.seconds)

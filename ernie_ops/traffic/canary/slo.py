@@ -11,8 +11,12 @@ Every check is a question about a share of requests, answered with a bound, neve
   latency  "the q-quantile is <= T" is "at most 1-q of requests took longer than T". The histogram buckets
            say how many surely and how many possibly did (`Histogram.above`); the same bounds apply.
            T is the absolute limit (ttft_seconds / itl_seconds) and max_ratio x the baseline's own
-           quantile in this window (never below ratio_floor_seconds). Token gaps of one request are not
-           independent, so no latency verdict is given before the canary has MIN_TIMED timed requests.
+           quantile in this window (never below ratio_floor_seconds), taken at the first bucket bound at or
+           above it: the buckets cannot tell values inside one apart, and a ratio inside a bucket left every
+           canary whose quantile fell in that bucket undecided for good (CI rolled back a healthy canary at p90
+           0.145 s against 3x baseline 0.225 s, inside (0.1, 0.25]). A fail needs the sure count, so the bound
+           changes passes only. Token gaps of one request are not independent, so no latency verdict before
+           the canary has MIN_TIMED timed requests.
 A check fails only when its lower bound is above the allowed share (the data shows a breach even at
 its most favourable reading), passes only when its upper bound is within it and the canary has served
 `min_requests`, and is "inconclusive" in between: too few requests is never a pass.
@@ -216,8 +220,10 @@ def _latency(
         base_need = requests_to_pass(allowed, 0.5)  # ~1/(1-q): fewer and the baseline's quantile is its maximum
         bq = base.quantile(q)
         if base.count >= base_need and bq is not None:
-            t = max(slo.max_ratio * bq, slo.ratio_floor_seconds)
-            thresholds.append((t, f"{slo.max_ratio:g}x baseline {bq:.3f}s"))
+            ratio = max(slo.max_ratio * bq, slo.ratio_floor_seconds)
+            t = hist.bound_at_or_above(ratio)
+            said = f"{slo.max_ratio:g}x baseline {bq:.3f}s" + (f" = {ratio:.3f}s, at its bucket's bound" if t != ratio else "")
+            thresholds.append((t, said))
         else:
             undecided.append(f"baseline has {base.count:.0f} timed requests, its {label} needs >= {base_need}")
     mine = hist.quantile(q)

@@ -55,6 +55,10 @@ class Histogram:
         """Prometheus' histogram_quantile: linear inside the bucket; None without requests."""
         return histogram_quantile(q, list(self.buckets))
 
+    def bound_at_or_above(self, seconds: float) -> float:
+        """The first finite bucket bound >= seconds (seconds itself beyond the last one, or with no buckets)."""
+        return min((le for le, _ in self.buckets if seconds <= le < math.inf), default=seconds)
+
     def above(self, seconds: float) -> tuple[float, float]:
         """(surely, possibly): how many observations are above `seconds`, as far as the buckets tell.
 
