@@ -21,9 +21,16 @@ ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"
 
 @dataclass(frozen=True)
 class InstanceDirs:
-    """Private writable dirs of one instance: vLLM leaves sockets and `vllm_dist_*` in TMPDIR at every start."""
+    """Private writable dirs of one instance: vLLM leaves sockets and `vllm_dist_*` in TMPDIR at every start.
+
+    `shared`: the host's one directory for vLLM's model-class inspection results (`modelinfos/`, JSON files
+    keyed by a hash of the model's source, written atomically by vLLM). Without it every instance's first
+    start inspects the class in a subprocess that imports torch and vLLM once more: measured 34-38 s to
+    /health cold against 26 s warm on 2 cores, so each cutover's new port paid it. Compile caches stay
+    per instance (vLLM's own issue #24601: concurrent starts clobber a shared torch.compile cache)."""
 
     root: Path
+    shared: Path | None = None
 
     @property
     def tmp(self) -> Path:
@@ -33,8 +40,16 @@ class InstanceDirs:
     def cache(self) -> Path:
         return self.root / "cache"
 
+    @property
+    def vllm_cache(self) -> Path:
+        return self.cache / "vllm"
+
     def all(self) -> list[Path]:
         return [self.tmp, self.cache]
+
+    def links(self) -> dict[Path, Path]:
+        """{link: target} the launcher makes before a start: the instance's modelinfos/ is the host's."""
+        return {self.vllm_cache / "modelinfos": self.shared} if self.shared is not None else {}
 
 
 @dataclass(frozen=True)
@@ -66,10 +81,13 @@ def resolve_accelerator(setting: str) -> str:
 
 
 def instance_dirs(cfg: Config, port: int, env: dict[str, str] | None = None) -> InstanceDirs:
-    """systemd's CacheDirectory= (exported as $CACHE_DIRECTORY) wins; else <paths.cache_dir>/<port>."""
+    """systemd's CacheDirectory= (exported as $CACHE_DIRECTORY: the instance's, then the host's shared one) wins;
+    else <paths.cache_dir>/<port> and <paths.cache_dir>/modelinfos. A unit with only its own directory shares nothing."""
     env = os.environ if env is None else env
-    given = env.get("CACHE_DIRECTORY", "").split(":")[0]
-    return InstanceDirs(Path(given) if given else Path(cfg.paths.cache_dir) / str(port))
+    given = [d for d in env.get("CACHE_DIRECTORY", "").split(":") if d]
+    if given:
+        return InstanceDirs(Path(given[0]), Path(given[1]) if len(given) > 1 else None)
+    return InstanceDirs(Path(cfg.paths.cache_dir) / str(port), Path(cfg.paths.cache_dir) / "modelinfos")
 
 
 def cpu_cores_for(cfg: Config, port: int, ncpu: int | None = None) -> str:
@@ -128,7 +146,7 @@ def build_command(
     cache = dirs.cache
     out = {
         "TMPDIR": str(dirs.tmp),
-        "VLLM_CACHE_ROOT": str(cache / "vllm"),
+        "VLLM_CACHE_ROOT": str(dirs.vllm_cache),
         "VLLM_CONFIG_ROOT": str(cache / "vllm-config"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
         "TRITON_CACHE_DIR": str(cache / "triton"),

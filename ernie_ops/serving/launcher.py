@@ -200,6 +200,8 @@ class Launcher:
             shutil.rmtree(dirs.tmp, ignore_errors=True)  # sockets and vllm_dist_* of a previous run
             for d in dirs.all():
                 d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if self.command.env.get("VLLM_CACHE_ROOT") == str(dirs.vllm_cache):  # not moved by vllm.env
+                link_shared_caches(dirs.links())
         self._status(f"starting engine ({self.command.accelerator}): {' '.join(self.command.argv)}")
         cpus = self.command.cpus
         self.proc = subprocess.Popen(
@@ -379,6 +381,24 @@ class Launcher:
         if self.command.dirs is not None:
             shutil.rmtree(self.command.dirs.tmp, ignore_errors=True)
         return tuple(removed)
+
+
+def link_shared_caches(links: dict[Path, Path]) -> None:
+    """Point each link at its shared directory (a directory an older version left there is replaced: it is only
+    a cache). A cache is never a reason not to start: a failure is a warning and the engine inspects afresh."""
+    for link, target in links.items():
+        try:
+            target.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if link.is_symlink() and link.readlink() == target:
+                continue
+            if link.is_symlink() or link.is_file():
+                link.unlink()
+            elif link.exists():
+                shutil.rmtree(link)
+            link.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            link.symlink_to(target, target_is_directory=True)
+        except OSError as exc:
+            log.warning("cannot share %s through %s (%s): this start inspects the model class itself", target, link, exc)
 
 
 def setup_logging() -> None:

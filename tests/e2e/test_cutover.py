@@ -189,6 +189,10 @@ def test_start_returns_only_when_the_model_serves(sb):
     assert user == "ernie"
     phases = sb.run(["/opt/ernie-ops/venv/bin/python", "-m", "ernie_ops", "logs", "8000", "--phases", "-n", "500"]).stdout
     assert "READY:" in phases and "loading model" in phases and "APIServer" not in phases, phases
+    # vLLM's model-class inspection is the host's (CacheDirectory's second entry): the next port's start reads it
+    assert sb.run("readlink /var/cache/ernie-ops/8000/cache/vllm/modelinfos").stdout.strip() == "/var/cache/ernie-ops/modelinfos"
+    shared = sb.run("stat -c '%U %n' /var/cache/ernie-ops/modelinfos/*Ernie4_5ForCausalLM.json").stdout.split()
+    assert shared[0] == "ernie", shared
 
 
 def test_killed_and_frozen_engines_are_restarted(sb):

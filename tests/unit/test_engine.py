@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
 from ernie_ops import config
 from ernie_ops.errors import UsageError
-from ernie_ops.serving import engine
+from ernie_ops.serving import engine, launcher
 
 
 def cfg(text: str = "") -> config.Config:
@@ -62,6 +63,31 @@ def test_each_instance_gets_private_dirs_and_no_hub_access():
     # Under systemd, CacheDirectory= wins.
     s = engine.build_command(c, 8000, env={"CACHE_DIRECTORY": "/var/cache/ernie-ops/8000"}).env
     assert s["TMPDIR"] == "/var/cache/ernie-ops/8000/tmp"
+
+
+def test_the_model_inspection_cache_is_the_hosts_and_the_rest_stays_the_instances():
+    c = cfg("paths:\n  cache_dir: /var/cache/eo\n")
+    unit = engine.build_command(c, 8001, env={"CACHE_DIRECTORY": "/var/cache/ernie-ops/8001:/var/cache/ernie-ops/modelinfos"})
+    assert unit.env["VLLM_CACHE_ROOT"] == "/var/cache/ernie-ops/8001/cache/vllm"  # compile caches: the instance's own
+    assert unit.dirs.links() == {Path("/var/cache/ernie-ops/8001/cache/vllm/modelinfos"): Path("/var/cache/ernie-ops/modelinfos")}
+    by_hand = engine.build_command(c, 8001, env={})
+    assert by_hand.dirs.links() == {Path("/var/cache/eo/8001/cache/vllm/modelinfos"): Path("/var/cache/eo/modelinfos")}
+    old_unit = engine.build_command(c, 8001, env={"CACHE_DIRECTORY": "/var/cache/ernie-ops/8001"})  # a unit from before
+    assert old_unit.dirs.links() == {}
+
+
+def test_the_shared_cache_link_replaces_an_old_private_directory_and_never_stops_a_start(tmp_path, caplog):
+    shared, link = tmp_path / "modelinfos", tmp_path / "8000" / "cache" / "vllm" / "modelinfos"
+    link.mkdir(parents=True)
+    (link / "old.json").write_text("{}")  # what an instance kept before the cache was shared
+    launcher.link_shared_caches({link: shared})
+    assert link.is_symlink() and link.readlink() == shared and shared.is_dir() and not (shared / "old.json").exists()
+    launcher.link_shared_caches({link: shared})  # again: kept as it is
+    assert link.readlink() == shared
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    launcher.link_shared_caches({tmp_path / "x" / "modelinfos": blocked / "modelinfos"})  # cannot be created
+    assert "this start inspects the model class itself" in caplog.text
 
 
 @pytest.mark.parametrize(
