@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import os
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from ernie_ops.files import yamlfile
 
 DEFAULT_PATH = "/etc/ernie-ops/ernie.yaml"
 ENV_VAR = "ERNIE_OPS_CONFIG"
+GPU_BUDGET = 0.95  # instances side by side on one GPU must leave this much of it for the CUDA contexts
 
 
 class ModelConfig(Section):
@@ -72,6 +74,7 @@ class InstanceConfig(Section):
     port: int = Field(ge=1024, le=65535)
     gpu: int | None = Field(None, ge=0, le=63)
     cpu_cores: str | None = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+    slot: int | None = Field(None, ge=0, le=63, description="with pool.replicas > 1: the slot (0..replicas-1) this port serves")
 
     @field_validator("cpu_cores")
     @classmethod
@@ -101,6 +104,33 @@ def _cpu_list_text(cpus: set[int] | frozenset[int]) -> str:
         else:
             runs.append([c, c])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+class PoolConfig(Section):
+    """How many replicas of the model serve at once on this host (docs/design/replica-pool.md).
+
+    1 (the default): one instance is routed and the others are its spares, as a cutover has always used them.
+    N: the instances are grouped into N slots by `instances[].slot`, one device each (a GPU, or a set of cores);
+    a slot's first port serves and its second, if any, is where its next version starts beside it."""
+
+    replicas: int = Field(1, ge=1, le=64)
+    balance: Literal["least_conn", "round_robin"] = "least_conn"
+    session_affinity: bool = Field(True, description="requests that carry a session key go to one replica (consistent hash)")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A device of the pool and its ports: the first serves, a second is the slot's surge port."""
+
+    index: int
+    ports: tuple[int, ...]
+    gpu: int | None = None
+    cpu_cores: str | None = None
+
+    def device(self) -> str:
+        if self.gpu is not None:
+            return f"gpu {self.gpu}"
+        return f"cores {self.cpu_cores}" if self.cpu_cores else "the host's default device"
 
 
 class PathsConfig(Section):
@@ -256,6 +286,7 @@ class Config(Section):
     cutover: CutoverConfig = Field(default_factory=CutoverConfig)
     chat: ChatConfig = Field(default_factory=ChatConfig)
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    pool: PoolConfig = Field(default_factory=PoolConfig)
 
     @field_validator("instances")
     @classmethod
@@ -275,6 +306,17 @@ class Config(Section):
 
     def instance_index(self, port: int) -> int:
         return [i.port for i in self.instances].index(self.instance(port).port)
+
+    def slots(self) -> list[Slot]:
+        """The pool's slots in index order. One replica without named slots: a single slot of every instance
+        (the routed one and its spares). Assumes a config that passed `parse` (every slot named when replicas > 1)."""
+        if self.pool.replicas == 1 and all(i.slot is None for i in self.instances):
+            first = self.instances[0]
+            return [Slot(0, tuple(i.port for i in self.instances), first.gpu, first.cpu_cores)]
+        by_slot: dict[int, list[InstanceConfig]] = {}
+        for inst in self.instances:
+            by_slot.setdefault(inst.slot if inst.slot is not None else 0, []).append(inst)
+        return [Slot(k, tuple(i.port for i in insts), insts[0].gpu, insts[0].cpu_cores) for k, insts in sorted(by_slot.items())]
 
     def chat_gateway_url(self) -> str:
         return (self.chat.gateway_url or self.gateway.url).rstrip("/")
@@ -321,7 +363,7 @@ def parse(text: str, source: str = "<string>") -> Config:
 
 def _cross_checks(cfg: Config, lines: dict[tuple, int] | None = None) -> list[tuple[tuple, str]]:
     """Rules that span fields or sections, as (key path, message): pydantic checks one field at a time."""
-    out: list[tuple[tuple, str]] = _core_checks(cfg, lines or {})
+    out: list[tuple[tuple, str]] = _core_checks(cfg, lines or {}) + _pool_checks(cfg)
     co = cfg.cutover
     if co.step_max_seconds < co.step_min_seconds:
         out.append(
@@ -395,6 +437,56 @@ def _core_checks(cfg: Config, lines: dict[tuple, int]) -> list[tuple[tuple, str]
                     f"set cpu_cores on every instance, or on none{gpu_hint}",
                 )
             )
+    return out
+
+
+def _pool_checks(cfg: Config) -> list[tuple[tuple, str]]:
+    """A pool that cannot serve as configured, with the numbers and the fix: unnamed or out-of-range slots, an empty
+    slot, a slot with more than a replica and a surge port or spread over two devices, and more slots on one GPU than
+    its memory holds. (Overlapping cores are `_core_checks`'.)"""
+    n = cfg.pool.replicas
+    out: list[tuple[tuple, str]] = []
+    named = any(i.slot is not None for i in cfg.instances)
+    if n == 1 and not named:
+        return out
+    for i, inst in enumerate(cfg.instances):
+        if inst.slot is None and n == 1:
+            out.append((("instances", i, "slot"), f"not set for instance {inst.port}, but other instances name theirs: with "
+                        "pool.replicas 1 give every instance slot 0, or name none"))  # fmt: skip
+        elif inst.slot is None:
+            out.append((("instances", i, "slot"), f"not set for instance {inst.port}, but pool.replicas is {n}: give every "
+                        f"instance its slot (0-{n - 1}); the ernie_vllm role fills them from nvidia-smi or the host's cores"))  # fmt: skip
+        elif inst.slot >= n:
+            out.append((("instances", i, "slot"), f"{inst.slot} for instance {inst.port}, but pool.replicas {n} has slots "
+                        f"0-{n - 1}: raise pool.replicas or give this instance one of those slots"))  # fmt: skip
+    if out:
+        return out
+    slots = cfg.slots()
+    missing = sorted(set(range(n)) - {s.index for s in slots})
+    if missing:
+        out.append((("pool", "replicas"), f"{n}, but no instance serves slot(s) {', '.join(map(str, missing))}: "
+                    f"add an instance per missing slot or lower pool.replicas to {n - len(missing)}"))  # fmt: skip
+    index = {inst.port: i for i, inst in enumerate(cfg.instances)}
+    for slot in slots:
+        insts = [cfg.instance(p) for p in slot.ports]
+        if len(insts) > 2:
+            out.append((("instances", index[slot.ports[2]], "slot"), f"slot {slot.index} has ports "
+                        f"{', '.join(map(str, slot.ports))}: a slot holds its replica and at most one surge port"))  # fmt: skip
+        devices = {(i.gpu, i.cpu_cores) for i in insts}
+        if len(devices) > 1:
+            said = ", ".join(f"{i.port} ({Slot(slot.index, (i.port,), i.gpu, i.cpu_cores).device()})" for i in insts)
+            out.append((("instances", index[slot.ports[1]], "slot"), f"slot {slot.index}'s ports name different devices: "
+                        f"{said}; a surge port starts beside its replica, on the same GPU or cores"))  # fmt: skip
+    util = cfg.vllm.gpu_memory_utilization
+    on_gpu: dict[int, list[Slot]] = {}
+    for slot in slots:
+        if slot.gpu is not None:
+            on_gpu.setdefault(slot.gpu, []).append(slot)
+    for gpu, shared in sorted(on_gpu.items()):
+        if len(shared) * util > GPU_BUDGET:
+            out.append((("pool", "replicas"), f"gpu {gpu} carries slots {', '.join(str(s.index) for s in shared)}, each with "
+                        f"vllm.gpu_memory_utilization {util}: together {len(shared) * util:.2f} of it (limit {GPU_BUDGET}); "
+                        f"set vllm.gpu_memory_utilization <= {GPU_BUDGET / len(shared):.2f} or move slots to other GPUs"))  # fmt: skip
     return out
 
 

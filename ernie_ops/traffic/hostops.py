@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
-from ernie_ops.config import Config
+from ernie_ops.config import GPU_BUDGET, Config
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.host import ports, systemd
 from ernie_ops.observe import metrics
@@ -23,8 +23,6 @@ from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
 
 if TYPE_CHECKING:  # annotations only: RealHost imports the eval pipelines when a gate runs
     from ernie_ops.evaluate.run import Report
-
-GPU_BUDGET = 0.95  # two instances on one GPU must leave this much headroom for CUDA contexts
 
 
 class HostOps(Protocol):
