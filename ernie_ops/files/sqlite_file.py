@@ -38,12 +38,31 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     return conn
 
 
+DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})  # "malformed", "file is not a database"
+BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def _primary_code(exc: BaseException) -> int | None:
+    """SQLite's result code without its extended bits (SQLITE_IOERR_READ -> SQLITE_IOERR), when Python has it."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def is_damage(exc: BaseException) -> bool:
+    """SQLite itself says the file is damaged. Busy, locked, I/O, permission and full-disk errors are not damage:
+    the file is kept where it is (a live database taken for a corrupt one was renamed aside with its data)."""
+    return isinstance(exc, sqlite3.DatabaseError) and _primary_code(exc) in DAMAGE_CODES
+
+
 def damage(conn: sqlite3.Connection) -> str | None:
-    """None if the database is sound, else what is wrong (the first quick_check line or SQLite's error)."""
+    """None if the database is sound, else what is wrong (the first quick_check line or SQLite's damage error).
+    Any other error of the check (another connection's lock, an I/O error) is raised: it says nothing of the file."""
     try:
         rows = conn.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        if is_damage(exc):
+            return str(exc)
+        raise
     if rows != [("ok",)]:
         return str(rows[0][0]) if rows else "quick_check returned nothing"
     return None
@@ -51,7 +70,10 @@ def damage(conn: sqlite3.Connection) -> str | None:
 
 def locked(exc: BaseException) -> bool:
     """SQLite gave up waiting for another writer (after the busy timeout)."""
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = _primary_code(exc)
+    return code in BUSY_CODES if code is not None else ("locked" in str(exc) or "busy" in str(exc))
 
 
 def os_problem(exc: OSError, where: str, elsewhere: str) -> str:
@@ -95,6 +117,7 @@ def open_database(
     """Open (or create) the database at `path` under `path`.lock: a file that is not SQLite, another program's
     database or a newer schema is refused and left as it is; a damaged one (quick_check, unless `check` is
     false, or an error SQLite calls damage) is kept aside with a sentence in `warnings` and a fresh one started.
+    A busy one raises `busy()`, one that cannot be read for another reason (I/O) the kind's error: never moved.
     WAL, synchronous=NORMAL and `pragmas` on every connection; `create(conn)` builds the schema of a new file
     inside BEGIN IMMEDIATE. OSError propagates for the caller's own sentence."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +137,9 @@ def open_database(
             conn.close()
             if locked(exc):
                 raise busy() from None
+            if not is_damage(exc):
+                raise kind.error(f"{path} could not be read ({exc}); it was left as it is: fix the cause and start again, "
+                                 f"or {kind.elsewhere}") from None  # fmt: skip
             problem = str(exc)
         except BaseException:
             conn.close()

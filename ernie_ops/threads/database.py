@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ernie_ops.errors import UsageError
 from ernie_ops.files.aside import keep_aside
-from ernie_ops.files.sqlite_file import SQLITE_HEADER, connect, damage, flock, os_problem
+from ernie_ops.files.sqlite_file import SQLITE_HEADER, connect, damage, flock, is_damage, locked, os_problem
 from ernie_ops.threads import schema
 from ernie_ops.threads.errors import HistorySchemaError, HistoryUnavailable
 
@@ -110,7 +110,12 @@ def prepare_sqlite_file(path: Path) -> str | None:
             f"{os_problem(exc, 'chat.history.sqlite_file', 'set chat.history.sqlite_file to another file')}"
         ) from None
     except sqlite3.DatabaseError as exc:
-        raise HistoryUnavailable(f"cannot open the chat history {path}: {exc}") from None
+        if locked(exc):
+            raise HistoryUnavailable(
+                f"the chat history {path} is busy: another process held its write lock past {BUSY_TIMEOUT_MS / 1000:g} s; "
+                "nothing was moved, try again when it is done"
+            ) from None
+        raise HistoryUnavailable(f"cannot open the chat history {path}: {exc}; nothing was moved") from None
     if kept:
         log.warning(kept)
     return kept
@@ -156,6 +161,8 @@ def _check_file(path: Path) -> str | None:
                     f"{path} is a SQLite database of another program, not a chat history; set chat.history.sqlite_file to another file"
                 )
     except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):  # busy, locked, I/O: says nothing of the file, which stays where it is
+            raise
         problem = str(exc)
     finally:
         conn.close()
