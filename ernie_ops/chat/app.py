@@ -205,10 +205,10 @@ if HISTORY.enabled:
 if HISTORY.enabled:
     from ernie_ops.threads.retention import RETENTION_INTERVAL_SECONDS, keep_applying
 
-    async def _existing_threads():
+    async def _threads():
         from chainlit.data import get_data_layer
 
-        return (await get_data_layer().store()).existing_threads
+        return await get_data_layer().store()
 
     @cl.on_app_startup
     async def start_retention() -> None:
@@ -218,7 +218,7 @@ if HISTORY.enabled:
 
         if HISTORY.retention_days is not None:
             BACKGROUND.append(asyncio.create_task(keep_applying(get_data_layer().store, HISTORY.retention_days, _forget_uploads_of)))
-        BACKGROUND.append(asyncio.create_task(keep_sweeping(_existing_threads, DOCS, RETENTION_INTERVAL_SECONDS)))
+        BACKGROUND.append(asyncio.create_task(keep_sweeping(_threads, DOCS, RETENTION_INTERVAL_SECONDS)))
 
     @cl.on_app_shutdown
     async def stop_retention() -> None:

@@ -5,7 +5,8 @@ shared. A thread resumed on another host than the one it was uploaded to would f
 passages: `restore_uploads` (called by the app at resume) indexes the stored copies of the thread's files that
 this host's index lacks. A thread deleted elsewhere (another host's sidebar or retention, `ernie-ops chat-user
 remove --delete-threads`) leaves its passages on this host: `sweep_orphan_uploads` (at the app's start and
-daily) drops the uploads whose thread no longer exists; a database that cannot be read drops nothing.
+daily) drops the uploads whose thread no longer exists; a database that cannot be read, holds no thread at
+all, or would have more than chat.docs.sweep_max_share of the uploads go in one pass drops nothing.
 
 Which elements are uploads: Chainlit saves a file sent with a message as an element whose `forId` is that user
 message (type file, pdf, image...: chosen from its mime); the app's own elements hang off assistant messages
@@ -20,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, Protocol
 
 from ernie_ops.chat.docs_session import DocsSession, shared_index
 from ernie_ops.chat.thread_dicts import ORDER_KEY
@@ -33,9 +34,18 @@ from ernie_ops.errors import ErnieOpsError
 log = logging.getLogger("ernie_ops.chat")
 
 ReadBytes = Callable[[str, str], Awaitable[bytes | None]]  # (thread id, element id) -> the stored bytes
-ExistingThreads = Callable[[list[str]], Awaitable[set[str]]]  # thread ids -> those in the history database
+
+
+class Threads(Protocol):
+    """What the sweep asks the history database (threads.store.ThreadStore answers both)."""
+
+    async def existing_threads(self, thread_ids: list[str]) -> set[str]: ...
+
+    async def has_threads(self) -> bool: ...
+
 
 NOT_FILES = ("text", "custom")  # sources shown with a reply, cards: never an upload
+SWEEP_FLOOR = 5  # uploads one pass may always remove, whatever share they are (a user deleting a thread with a few files)
 SWEEP_GRACE = timedelta(hours=1)  # an upload younger than this is kept even if its thread is not (yet) in the database:
 # Chainlit saves the message (and so creates the thread) in a task beside the upload's indexing, and a thread
 # written while the database was down appears with its next message
@@ -164,27 +174,41 @@ def orphans(documents: Iterable[Document], existing: set[str]) -> list[Document]
 
 
 async def sweep_orphan_uploads(
-    cfg: DocsConfig, existing: ExistingThreads, now: datetime | None = None, grace: timedelta = SWEEP_GRACE
+    cfg: DocsConfig, threads: Threads, now: datetime | None = None, grace: timedelta = SWEEP_GRACE
 ) -> int | None:
-    """Drop this host's uploads whose thread the history database no longer has; how many, or None when the
-    database could not be asked (then nothing is dropped: an unreadable database is not an empty one)."""
+    """Drop this host's uploads whose thread the history database no longer has; how many, or None when nothing was
+    dropped for safety: the database could not be asked (unreadable is not empty), holds no thread at all (an emptied
+    or replaced database is not a deletion), or would have more than `sweep_max_share` of the uploads go at once."""
     now = now or datetime.now(UTC)
     if not Path(cfg.index_file).exists():  # no upload ever on this host: the sweep creates no index
         return 0
 
-    def candidates() -> list[Document]:
+    def candidates() -> tuple[list[Document], int]:
         with shared_index(cfg) as index:
-            return sweepable(index.documents(), now, grace)
+            documents = index.documents()
+            uploads = [d for d in documents if d.owner is not None and d.conversation is not None]
+            return sweepable(uploads, now, grace), len(uploads)
 
-    docs = await asyncio.to_thread(candidates)
+    docs, total = await asyncio.to_thread(candidates)
     if not docs:
         return 0
     try:
-        alive = await existing(sorted({str(d.conversation) for d in docs}))
+        if not await threads.has_threads():
+            log.warning("docs: the history database holds no thread at all: this host's %d upload(s) kept (an emptied or "
+                        "replaced database is not a deletion)", total)  # fmt: skip
+            return None
+        alive = await threads.existing_threads(sorted({str(d.conversation) for d in docs}))
     except ErnieOpsError as exc:
         log.warning("docs: uploads of deleted threads not swept this time (the history database cannot be read): %s", exc)
         return None
     gone = orphans(docs, alive)
+    limit = max(SWEEP_FLOOR, int(cfg.sweep_max_share * total))
+    if len(gone) > limit:
+        log.warning("docs: %d of this host's %d uploads belong to threads the history database lacks, more than "
+                    "chat.docs.sweep_max_share %g allows in one pass: none removed (a database restored from an old backup "
+                    "is not a deletion; if those threads were deleted, raise the share for one pass)",
+                    len(gone), total, cfg.sweep_max_share)  # fmt: skip
+        return None
 
     def drop() -> int:
         with shared_index(cfg) as index:
@@ -196,11 +220,11 @@ async def sweep_orphan_uploads(
     return dropped
 
 
-async def keep_sweeping(existing: Callable[[], Awaitable[ExistingThreads]], cfg: DocsConfig, interval: float) -> None:
+async def keep_sweeping(threads: Callable[[], Awaitable[Threads]], cfg: DocsConfig, interval: float) -> None:
     """The chat app's sweep task: at once, then every `interval` seconds, until cancelled; a failing pass is logged."""
     while True:
         try:
-            await sweep_orphan_uploads(cfg, await existing())
+            await sweep_orphan_uploads(cfg, await threads())
         except ErnieOpsError as exc:
             log.warning("docs: uploads of deleted threads not swept this time, tried again in %.0f s: %s", interval, exc)
         await asyncio.sleep(interval)

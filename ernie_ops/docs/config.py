@@ -50,6 +50,11 @@ class DocsConfig(Section):
     max_files_per_message: int = Field(10, ge=1, le=200)
     extract_timeout_seconds: float = Field(120.0, gt=0.0, le=3600.0)
     extract_memory_mb: int = Field(1024, ge=128, le=65536)
+    sweep_max_share: float = Field(
+        0.5, gt=0.0, le=1.0,
+        description="the daily sweep of uploads whose thread is gone removes at most this share of the host's uploads in one "
+        "pass (5 always may go); more is refused: a database restored from an old backup is not a deletion",
+    )  # fmt: skip
     collections: dict[str, DocsCollectionConfig] = Field(
         default_factory=dict, description="read access per shared collection; a collection not listed is readable by every user"
     )

@@ -278,6 +278,12 @@ class ThreadStore:
                 found.update((await conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids[start : start + 500])))).scalars())
         return found
 
+    @_guarded("check whether any thread exists")
+    async def has_threads(self) -> bool:
+        """Whether the database holds any thread at all (an empty one answers every sweep with 'deleted')."""
+        async with self.reader.connect() as conn:
+            return (await conn.execute(sa.select(schema.threads.c.id).limit(1))).first() is not None
+
     @_guarded("list threads")
     async def list_threads(
         self, user: str, *, search: str | None = None, limit: int = 20, cursor: str | None = None

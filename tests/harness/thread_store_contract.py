@@ -248,12 +248,14 @@ async def check_deleting_a_users_threads_leaves_everyone_elses(store: ThreadStor
 
 
 async def check_which_of_many_thread_ids_exist_is_one_batch_answer(store: ThreadStore, clock: Clock) -> None:
+    assert not await store.has_threads()  # a database with no thread: the upload sweep then drops nothing
     for i in range(3):
         await store.upsert_thread(f"t{i}", user="ann")
     await store.delete_thread("t1")
     asked = [f"t{i}" for i in range(1200)]  # more than one batch of the IN list
     assert await store.existing_threads(asked) == {"t0", "t2"}
     assert await store.existing_threads([]) == set()
+    assert await store.has_threads()
 
 
 async def check_old_threads_go_by_their_last_activity(store: ThreadStore, clock: Clock) -> None:

@@ -172,17 +172,24 @@ def test_a_stored_upload_over_the_limit_or_without_its_bytes_is_logged_and_the_o
     assert any("upload lost.md not re-indexed: lost.md: the history database holds no copy of it (unreadable)" in w for w in warned)
 
 
-async def _existing(url: str):
-    """The sweep's question, asked of the database the way the app does (a store, then its batch query)."""
+class _Threads:
+    """The sweep's questions, asked of the database the way the app does (a store, then its query)."""
 
-    async def existing(ids: list[str]) -> set[str]:
-        store = await ThreadStore.open(url)
+    def __init__(self, url: str):
+        self.url = url
+
+    async def _ask(self, question):
+        store = await ThreadStore.open(self.url)
         try:
-            return await store.existing_threads(ids)
+            return await question(store)
         finally:
             await store.close()
 
-    return existing
+    async def existing_threads(self, ids: list[str]) -> set[str]:
+        return await self._ask(lambda store: store.existing_threads(ids))
+
+    async def has_threads(self) -> bool:
+        return await self._ask(lambda store: store.has_threads())
 
 
 def test_the_sweep_drops_the_uploads_of_threads_deleted_elsewhere_and_keeps_the_rest(tmp_path, caplog):
@@ -200,7 +207,7 @@ def test_the_sweep_drops_the_uploads_of_threads_deleted_elsewhere_and_keeps_the_
             await store.delete_threads_of("bob")
         finally:
             await store.close()
-        existing = await _existing(history_url(tmp_path))
+        existing = _Threads(history_url(tmp_path))
         fresh = await sweep_orphan_uploads(one, existing)  # right away: younger than the grace, kept
         swept = await sweep_orphan_uploads(one, existing, now=later)
         return fresh, swept, await sweep_orphan_uploads(one, existing, now=later)
@@ -210,7 +217,7 @@ def test_the_sweep_drops_the_uploads_of_threads_deleted_elsewhere_and_keeps_the_
     assert _private(one) == [("alice", "t2", "note.md")]
     assert "docs: 2 uploaded document(s) of 2 deleted thread(s) removed from this host's index" in caplog.text
     never = host(tmp_path, "host3")  # a host nobody uploaded to: nothing swept, no index created
-    assert asyncio.run(sweep_orphan_uploads(never, asyncio.run(_existing(history_url(tmp_path))))) == 0
+    assert asyncio.run(sweep_orphan_uploads(never, _Threads(history_url(tmp_path)))) == 0
     assert not Path(never.index_file).exists()
 
 
@@ -226,11 +233,59 @@ def test_the_sweep_removes_nothing_when_the_database_cannot_be_read(tmp_path, ca
             await DocsSession(one, "alice", "t1").upload(uploads)
         finally:
             await store.close()
-        unreadable = await _existing(f"sqlite+aiosqlite:///{blocker}/history.sqlite")  # a real database that cannot be opened
+        unreadable = _Threads(f"sqlite+aiosqlite:///{blocker}/history.sqlite")  # a real database that cannot be opened
         with pytest.raises(HistoryUnavailable):
-            await unreadable(["t1"])
+            await unreadable.existing_threads(["t1"])
         return await sweep_orphan_uploads(one, unreadable, now=datetime.now(UTC) + timedelta(days=2))
 
     assert asyncio.run(go()) is None
     assert _private(one) == [("alice", "t1", "note.md")]
     assert "uploads of deleted threads not swept this time (the history database cannot be read)" in caplog.text
+
+
+async def _uploads_in_threads(one: DocsConfig, tmp_path: Path, threads: list[str]) -> None:
+    store = await ThreadStore.open(history_url(tmp_path))
+    try:
+        for thread in threads:
+            uploads = await _message_with_files(store, thread, "alice", {f"{thread}.md": NOTE.encode()}, tmp_path)
+            await DocsSession(one, "alice", thread).upload(uploads)
+    finally:
+        await store.close()
+
+
+def test_an_emptied_history_database_is_no_reason_to_drop_any_upload(tmp_path, caplog):
+    """What the busy-taken-for-damaged bug did: the live history moved aside and an empty one started in its place.
+    Every upload's thread is then 'missing'; the sweep keeps them all and says why."""
+    one = host(tmp_path, "host1")
+    asyncio.run(_uploads_in_threads(one, tmp_path, ["t1", "t2"]))
+    (tmp_path / "history.sqlite").rename(tmp_path / "history.sqlite.corrupt-20261206T000000Z")
+    for wal in tmp_path.glob("history.sqlite-*"):
+        wal.unlink()
+    later = datetime.now(UTC) + timedelta(days=2)
+    assert asyncio.run(sweep_orphan_uploads(one, _Threads(history_url(tmp_path)), now=later)) is None
+    assert sorted(name for _, _, name in _private(one)) == ["t1.md", "t2.md"]
+    assert "the history database holds no thread at all: this host's 2 upload(s) kept" in caplog.text
+
+
+def test_a_sweep_removes_at_most_its_share_of_the_uploads_in_one_pass(tmp_path, caplog):
+    """A database restored from an old backup lacks the newest threads, not deleted ones: 7 of 8 uploads would go,
+    over half and over the 5 always allowed, so none go; raised to 1.0 for one pass, the same sweep removes them."""
+    one = host(tmp_path, "host1")
+    threads = [f"t{i}" for i in range(8)]
+    asyncio.run(_uploads_in_threads(one, tmp_path, threads))
+
+    async def forget(ids: list[str]) -> None:
+        store = await ThreadStore.open(history_url(tmp_path))
+        try:
+            for thread in ids:
+                await store.delete_thread(thread)
+        finally:
+            await store.close()
+
+    asyncio.run(forget(threads[1:]))
+    later = datetime.now(UTC) + timedelta(days=2)
+    assert asyncio.run(sweep_orphan_uploads(one, _Threads(history_url(tmp_path)), now=later)) is None
+    assert len(_private(one)) == 8
+    assert "7 of this host's 8 uploads belong to threads the history database lacks, more than chat.docs.sweep_max_share 0.5" in caplog.text
+    assert asyncio.run(sweep_orphan_uploads(host(tmp_path, "host1", sweep_max_share=1.0), _Threads(history_url(tmp_path)), now=later)) == 7
+    assert [name for _, _, name in _private(one)] == ["t0.md"]
