@@ -21,7 +21,7 @@ import os
 
 import chainlit as cl
 from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
-from chainlit.types import UpdateFeedbackRequest  # at module level: FastAPI resolves the route's annotation here
+from chainlit.types import DeleteFeedbackRequest, UpdateFeedbackRequest  # at module level: FastAPI resolves the route annotations here
 from fastapi.responses import JSONResponse
 
 from ernie_ops import config
@@ -136,7 +136,7 @@ def _serve_stored_elements() -> None:
     """GET <root>/history/element/{thread}/{element}: a stored element's bytes (a resumed thread's sources and
     uploads), to the thread's author only, by Chainlit's own check (chainlit.data.acl.is_thread_author: an
     unknown thread is 404, another user's 401). Put before Chainlit's catch-all route, which serves the page.
-    Also PUT /feedback, checked (see checked_feedback), before Chainlit's unchecked one."""
+    Also PUT and DELETE /feedback, checked (checked_feedback, checked_feedback_removal), before Chainlit's unchecked ones."""
     from chainlit.auth import get_current_user
     from chainlit.data import get_data_layer
     from chainlit.data.acl import is_thread_author
@@ -161,18 +161,30 @@ def _serve_stored_elements() -> None:
 
     async def checked_feedback(update: UpdateFeedbackRequest, current_user=Depends(get_current_user)) -> JSONResponse:  # noqa: B008
         """Chainlit's PUT /feedback stores a rating for any message id it is given; this one first checks that
-        the message is in a thread of the logged-in user (401 otherwise), then stores it the same way."""
+        the message is in a thread of the logged-in user and that a feedback id it names (to change a rating) is
+        that user's too (401 otherwise), then stores it the same way."""
         feedback = update.feedback
         layer = get_data_layer()
         if (
             not current_user
             or not feedback.threadId
             or await layer.step_author(feedback.threadId, feedback.forId) != current_user.identifier
+            or (feedback.id and await layer.feedback_author(feedback.id) not in (None, current_user.identifier))
         ):
             raise HTTPException(status_code=401, detail="Unauthorized")
         return JSONResponse(content={"success": True, "feedbackId": await layer.upsert_feedback(feedback)})
 
+    async def checked_feedback_removal(payload: DeleteFeedbackRequest, current_user=Depends(get_current_user)) -> JSONResponse:  # noqa: B008
+        """Chainlit's DELETE /feedback removes any rating whose id it is given; this one only the logged-in user's."""
+        layer = get_data_layer()
+        if not current_user or await layer.feedback_author(payload.feedbackId) != current_user.identifier:
+            raise HTTPException(status_code=401, detail="Unauthorized")
+        await layer.delete_feedback(payload.feedbackId)
+        return JSONResponse(content={"success": True})
+
     server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback, methods=["PUT"])
+    server.router.routes.insert(0, server.router.routes.pop())
+    server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback_removal, methods=["DELETE"])
     server.router.routes.insert(0, server.router.routes.pop())
 
 

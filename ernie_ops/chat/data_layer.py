@@ -177,6 +177,15 @@ class HistoryLayer(BaseDataLayer):
         except HistoryUnavailable as exc:
             raise _refused(exc) from None
 
+    async def feedback_author(self, feedback_id: str) -> str | None:
+        """The owner of the thread whose message a feedback rates (None: no such feedback): who may remove or change it."""
+        try:
+            store = await self.store()
+            thread_id = await store.feedback_thread(feedback_id)
+            return await store.thread_user(thread_id) if thread_id else None
+        except HistoryUnavailable as exc:
+            raise _refused(exc) from None
+
     async def delete_feedback(self, feedback_id: str) -> bool:
         async def run(s: ThreadStore) -> bool:
             if not await s.delete_feedback(feedback_id):
@@ -219,7 +228,19 @@ class HistoryLayer(BaseDataLayer):
 
     @queue_until_user_message()
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
-        await self._write("an element's removal", lambda s: s.delete_element(element_id, thread_id))
+        """Only from the element's own thread, and only by its owner's session (an id copied from another user's link
+        deletes nothing)."""
+        stored = await self._thread_of("element", element_id)
+        if stored is None or (thread_id is not None and thread_id != stored):
+            return
+        await self._write("an element's removal", lambda s: s.delete_element(element_id, stored), stored)
+
+    async def _thread_of(self, kind: str, item_id: str) -> str | None:
+        try:
+            return await (await self.store()).thread_of(kind, item_id)
+        except HistoryUnavailable as exc:
+            log.error("history: the removal of %s %s not saved: %s", kind, item_id, exc)
+            return None
 
     async def element_content(self, thread_id: str, element_id: str) -> bytes | None:
         return await (await self.store()).element_content(thread_id, element_id)
@@ -237,7 +258,9 @@ class HistoryLayer(BaseDataLayer):
 
     @queue_until_user_message()
     async def delete_step(self, step_id: str) -> None:
-        await self._write("a message's removal", lambda s: s.delete_step(step_id))
+        stored = await self._thread_of("step", step_id)
+        if stored is not None:
+            await self._write("a message's removal", lambda s: s.delete_step(step_id), stored)
 
     async def get_favorite_steps(self, user_id: str) -> list:
         return []  # favorites are off (server.py's config.toml)

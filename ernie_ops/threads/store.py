@@ -428,11 +428,28 @@ class ThreadStore:
                 raise HistoryError(f"no message {step_id} in the chat history to attach feedback to")
             await self._touch(conn, thread_id)  # the thread's row first, as every write (`_owner_of`)
             fid = feedback_id or str(uuid.uuid4())
+            rated = (await conn.execute(sa.select(f.c.step_id).where(f.c.id == fid))).scalar()
+            if rated is not None and rated != step_id:  # a rating never moves to another message (issue 34)
+                raise HistoryError(f"feedback {fid} rates another message than {step_id}; not written")
             now = self.now()
             values = {"thread_id": thread_id, "step_id": step_id, "value": int(value), "comment": comment, "updated_at": now}
             await self._insert_ignore(conn, f, {"id": fid, "created_at": now, **values})
             await conn.execute(sa.update(f).where(f.c.id == fid).values(**values))
         return fid
+
+    @_guarded("read a feedback's thread")
+    async def feedback_thread(self, feedback_id: str) -> str | None:
+        """The thread of the message a feedback rates (None: no such feedback): whose it is to remove."""
+        f = schema.feedback
+        async with self.reader.connect() as conn:
+            return (await conn.execute(sa.select(f.c.thread_id).where(f.c.id == feedback_id))).scalar()
+
+    @_guarded("read an item's thread")
+    async def thread_of(self, table: str, item_id: str) -> str | None:
+        """The thread a stored step or element belongs to (None: not stored)."""
+        t = {"step": schema.steps, "element": schema.elements}[table]
+        async with self.reader.connect() as conn:
+            return (await conn.execute(sa.select(t.c.thread_id).where(t.c.id == item_id))).scalar()
 
     @_guarded("delete feedback")
     async def delete_feedback(self, feedback_id: str) -> bool:
@@ -531,12 +548,16 @@ class ThreadStore:
 
     async def _owner_of(self, conn: AsyncConnection, table: sa.Table, item_id: str, item: dict, what: str) -> str:
         """The thread of a stored step/element (it never moves), else the new one's threadId; the thread is
-        created if missing and touched, first, so every write locks the thread before the item."""
-        thread_id = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == item_id))).scalar()
-        if thread_id is None:
-            thread_id = item.get("threadId")
-            if not thread_id:
-                raise HistoryError(f"{what} {item_id} has no threadId")
+        created if missing and touched, first, so every write locks the thread before the item. A write naming
+        another thread than the stored item's is refused: the caller checked the owner of the thread it named,
+        and an id copied from another user's thread must not reach that thread (issue 34)."""
+        stored = (await conn.execute(sa.select(table.c.thread_id).where(table.c.id == item_id))).scalar()
+        given = item.get("threadId")
+        if stored is not None and given and given != stored:
+            raise HistoryError(f"{what} {item_id} belongs to another thread than {given}; not written")
+        thread_id = stored or given
+        if not thread_id:
+            raise HistoryError(f"{what} {item_id} has no threadId")
         await self._touch(conn, thread_id)
         return thread_id
 

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from ernie_ops.threads import schema
@@ -75,8 +76,10 @@ async def check_same_step_twice_is_one_row_and_an_update_merges(store: ThreadSto
     [stored] = await store.steps("t1")
     assert stored["output"] == "second" and stored["metadata"] == {"a": 1} and stored["isError"] is False
     assert stored["name"] == "ERNIE" and stored["threadId"] == "t1"
-    await store.upsert_step({"id": "s1", "threadId": "elsewhere", "output": "third"})  # a step never moves thread
-    assert await store.steps("elsewhere") == [] and (await store.steps("t1"))[0]["output"] == "third"
+    # an id copied from another thread (another user's, issue 34): refused, and neither thread changes
+    with pytest.raises(HistoryError, match="step s1 belongs to another thread than elsewhere; not written"):
+        await store.upsert_step({"id": "s1", "threadId": "elsewhere", "output": "third"})
+    assert await store.steps("elsewhere") == [] and (await store.steps("t1"))[0]["output"] == "second"
 
 
 async def check_the_same_new_step_saved_at_once_by_many_tasks_is_one_merged_row(store: ThreadStore, clock: Clock) -> None:
@@ -303,8 +306,12 @@ async def check_feedback_comes_with_its_question_answer_and_sources(store: Threa
     assert [e["name"] for e in row.elements] == ["【1】", "【2】"] and row.updated_at == clock()
     assert row.texts == {"src1": "**报销制度.pdf p.1**\n\n第三节 发票……", "src2": "**报销制度.pdf p.2**\n\n第三节 发票……"}
     assert [r.id for r in await store.feedback_since(since - timedelta(days=7))] == [old, fid]
+    # a rating never moves to another message (someone else's feedback id sent with their own message)
+    with pytest.raises(HistoryError, match=f"feedback {fid} rates another message than a1; not written"):
+        await store.upsert_feedback(feedback_id=fid, step_id="a1", value=1, comment="moved")
+    assert (await store.feedback_since(since))[0].comment == "wrong section" and await store.feedback_thread(fid) == "t1"
     assert await store.delete_feedback(fid) and not await store.delete_feedback(fid)
-    assert await store.feedback_since(since) == []
+    assert await store.feedback_since(since) == [] and await store.feedback_thread(fid) is None
     try:
         await store.upsert_feedback(feedback_id=None, step_id="no-such-step", value=1, comment=None)
     except HistoryError as exc:
@@ -327,6 +334,11 @@ async def check_elements_are_reached_only_through_their_thread(store: ThreadStor
     assert await store.get_element("bob-t", "ann-t-e") is None and await store.element_content("bob-t", "ann-t-e") is None
     await store.delete_element("ann-t-e", thread_id="bob-t")  # the wrong thread deletes nothing
     assert await store.element_content("ann-t", "ann-t-e") is not None
+    # bob, knowing ann's element id (it is in every link to it), writes it from his own thread: refused, bytes kept
+    with pytest.raises(HistoryError, match="element ann-t-e belongs to another thread than bob-t; not written"):
+        await store.upsert_element({"id": "ann-t-e", "threadId": "bob-t", "name": "a.pdf"}, b"bob's bytes")
+    assert await store.element_content("ann-t", "ann-t-e") == b"%PDF-1.4 " * 100
+    assert await store.thread_of("element", "ann-t-e") == "ann-t" and await store.thread_of("element", "nope") is None
     await store.upsert_element({"id": "ann-t-e", "display": "side"}, None)  # update without bytes keeps them
     assert await store.element_content("ann-t", "ann-t-e") == b"%PDF-1.4 " * 100
     assert (await store.get_element("ann-t", "ann-t-e"))["display"] == "side"

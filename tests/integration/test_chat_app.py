@@ -170,11 +170,19 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         assert eve.put("/feedback", json={"feedback": rating | {"threadId": str(uuid.uuid4())}, "sessionId": "x"}).status_code == 401
         rated = dev.put("/feedback", json={"feedback": rating | {"comment": "答非所问"}, "sessionId": "x"})
         assert rated.status_code == 200 and rated.json()["feedbackId"] == step
+        # eve knows dev's feedback id (a message's id): she cannot move it onto her own message, nor remove it
+        eve_thread, eve_step, _ = asyncio.run(_seed_thread(tmp_path / "history.sqlite", "eve"))
+        moved = {"id": step, "forId": eve_step, "threadId": eve_thread, "value": 1, "comment": "now mine"}
+        assert eve.put("/feedback", json={"feedback": moved, "sessionId": "x"}).status_code == 401
+        assert eve.request("DELETE", "/feedback", json={"feedbackId": step}).status_code == 401
+        assert eve.get(f"/project/thread/{eve_thread}").json()["steps"][1].get("feedback") is None
         assert httpx.get(url + f"/history/element/{thread}/{element}", timeout=30).status_code == 401  # not logged in
         assert dev.get(f"/project/thread/{uuid.uuid4()}").status_code == 404
         still = dev.get(f"/project/thread/{thread}").json()
         assert still["name"] == "回滚时恢复什么目录？" and len(still["steps"]) == 2  # eve's rename and delete changed nothing
         assert still["steps"][1]["feedback"]["comment"] == "答非所问"  # dev's rating, not eve's
+        assert dev.request("DELETE", "/feedback", json={"feedbackId": step}).status_code == 200  # the author may take it back
+        assert dev.get(f"/project/thread/{thread}").json()["steps"][1]["feedback"] is None
         assert dev.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 200
         assert dev.post("/project/threads", json=listing).json()["data"] == []
     finally:
