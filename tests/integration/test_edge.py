@@ -253,6 +253,24 @@ def test_the_gateway_limits_and_logs_the_client_behind_the_edge_not_the_edge(sta
         assert {c.get(f"{edge.url}/v1/models").status_code for _ in range(60)} == {200}
 
 
+def test_password_guessing_is_refused_at_the_edge_before_any_gateway_is_asked(stack):
+    """30 login attempts from one client (127.0.0.4) through the edge: 10 pass on (to a gateway, whose chat app is not
+    running here: 502), the rest of the burst gets 429 from the edge itself (its log names no upstream for them)."""
+    _, edge = stack
+    before = len(edge_log(edge))
+    with client(edge, transport=httpx.HTTPTransport(local_address="127.0.0.4", verify=trust(edge))) as c:
+        tries = [c.post(f"{edge.url}/login", data={"username": "alice", "password": f"guess-{i}"}).status_code for i in range(30)]
+    assert 429 not in tries[:10] and tries[11:] == [429] * 19, tries
+
+    def logged() -> list[dict] | None:
+        entries = edge_log(edge)[before:]
+        return entries if len(entries) >= 30 else None
+
+    entries, _ = until("the edge's access log holding the 30 attempts", logged, 10, 0.1)
+    refused = [e for e in entries if e["status"] == 429]
+    assert len(refused) == 19 and {e["upstream"] for e in refused} == {""}, refused[:2]
+
+
 def test_api_keys_and_the_body_limit_hold_through_the_edge(stack):
     served, edge = stack
     keys = served.ng.prefix / "conf" / "ernie-ops" / "api-keys.map"

@@ -115,6 +115,18 @@ def test_rate_limit_and_body_limit(stack):
     assert httpx.post(f"{ng.url}/v1/completions", json=big).status_code == 413
 
 
+def test_password_guessing_meets_429_after_ten_attempts_and_the_login_page_stays_open(stack):
+    """A script trying passwords from one address (127.0.0.3: a fresh key in the login zone): 10 attempts pass to
+    the chat app (here none listens: 502), the rest of the burst gets 429 from nginx; GETs of /login are not counted."""
+    _, ng, _ = stack
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.3")) as client:
+        pages = [client.get(f"{ng.url}/login").status_code for _ in range(15)]
+        tries = [client.post(f"{ng.url}/login", data={"username": "alice", "password": f"guess-{i}"}).status_code for i in range(30)]
+    print(f"\n30 login attempts in a burst: {tries.count(429)} refused with 429, {30 - tries.count(429)} reached the app")
+    assert 429 not in pages, pages
+    assert 429 not in tries[:10] and tries[11:] == [429] * 19, tries
+
+
 def test_switch_refused_by_nginx_t_restores_the_previous_upstream(stack):
     _, ng, port = stack
     gw = gw_of(ng)
