@@ -28,6 +28,7 @@ from ernie_ops import config
 from ernie_ops.chat import history, marketing_ui, thread_dicts, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
+from ernie_ops.chat.login_guard import LoginGuard
 from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.onboarding_ui import build_onboarding
 from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
@@ -78,14 +79,25 @@ PROFILE_KEY = "chat_profile"  # in the thread's metadata: the scenario a resumed
 UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
 
 
+LOGINS = LoginGuard()
+
+
 @cl.password_auth_callback
 async def login(username: str, password: str) -> cl.User | None:
+    """The name is logged with repr(): a name holding a newline cannot forge a log line."""
+    if wait := LOGINS.locked_for(username):
+        log.warning("login %r refused: locked for %.0f s more after repeated wrong passwords", username, wait)
+        return None
     try:
         ok = await asyncio.to_thread(users.authenticate, CHAT.users_file, username, password)
     except ConfigError as exc:
-        log.error("login %s refused: the users file is not usable: %s", username, exc)
+        log.error("login %r refused: the users file is not usable: %s", username, exc)
         return None
-    log.info("login %s: %s", username, "ok" if ok else "refused")
+    if ok:
+        LOGINS.succeeded(username)
+    elif lock := LOGINS.failed(username):
+        log.warning("login %r refused: too many wrong passwords in a row, locked for %.0f s", username, lock)
+    log.info("login %r: %s", username, "ok" if ok else "refused")
     return cl.User(identifier=username, metadata={"provider": "users-file"}) if ok else None
 
 

@@ -185,10 +185,20 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         assert dev.get(f"/project/thread/{thread}").json()["steps"][1]["feedback"] is None
         assert dev.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 200
         assert dev.post("/project/threads", json=listing).json()["data"] == []
+        # eve guesses dev's password (straight at the app: nginx's per-address limit is not here): after 5 wrong ones
+        # dev's name is locked, so even the right password is refused now; a name with a newline forges no log line
+        with httpx.Client(base_url=url, timeout=30) as guesser:
+            tries = [guesser.post("/login", data={"username": "dev", "password": f"guess-{i}"}).status_code for i in range(6)]
+            right = guesser.post("/login", data={"username": "dev", "password": PASSWORD}).status_code
+            forged = guesser.post("/login", data={"username": "x\nINFO login admin: ok", "password": "y"}).status_code
+        assert tries == [401] * 6 and right == 401 and forged == 401, (tries, right, forged)
     finally:
         out = stop(proc)
     assert proc.returncode == 0, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
+    assert "login 'dev' refused: too many wrong passwords in a row, locked for 30 s" in out, out[-3000:]
+    assert "login 'dev' refused: locked for" in out, out[-3000:]  # the right password, while locked
+    assert "login 'x\\nINFO login admin: ok': refused" in out and "\nINFO login admin: ok" not in out, out[-3000:]
 
 
 def test_history_database_unreachable_the_app_starts_logs_in_and_lists_nothing(tmp_path, venv):
