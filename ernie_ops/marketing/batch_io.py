@@ -422,6 +422,21 @@ def _row_values(result: PostResult) -> list[object]:
     return [result.key, result.product, result.index, result.total, result.text, result.chars, "; ".join(result.flags)]
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads a CSV cell starting so as a formula (OWASP)
+
+
+def _csv_cell(value: object) -> object:
+    """A text cell a spreadsheet would run as a formula gets a leading ' (a product named '=HYPERLINK(...)' stays text)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
+def _csv_text(value: object) -> object:
+    """What `_csv_cell` wrote, back: the ' it added goes (so a posts file read and rewritten is unchanged)."""
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(FORMULA_START):
+        return value[1:]
+    return value
+
+
 def write_posts(path: Path | str, results: Sequence[PostResult]) -> None:
     """Write the posts file (CSV UTF-8 with BOM, or XLSX, by extension) in one rename; BatchFileError if not."""
     path = Path(path)
@@ -430,7 +445,7 @@ def write_posts(path: Path | str, results: Sequence[PostResult]) -> None:
         text = io.StringIO(newline="")
         writer = csv.writer(text)
         writer.writerow(OUTPUT_COLUMNS)
-        writer.writerows(_row_values(r) for r in results)
+        writer.writerows([_csv_cell(v) for v in _row_values(r)] for r in results)
         payload = text.getvalue().encode("utf-8-sig")
     else:
         payload = _xlsx_bytes(results)
@@ -479,7 +494,7 @@ def _read_output_rows(path: Path, data: bytes) -> list[list[object]]:
         data = data[: data.rfind(b"\n") + 1]  # the torn last line (a multi-byte character cut in two is in it)
     try:
         text = data.decode("utf-8-sig")
-        return [list(r) for r in csv.reader(io.StringIO(text, newline=""))]
+        return [[_csv_text(v) for v in r] for r in csv.reader(io.StringIO(text, newline=""))]
     except UnicodeDecodeError:
         raise BatchFileError(f"Output file {path} is not a UTF-8 posts file; move it away or choose another output.") from None
     except csv.Error as e:

