@@ -77,7 +77,9 @@ user_session_timeout = {chat.session_timeout_seconds}
 cache = false
 persist_user_env = false
 mask_user_env = true
-allow_origins = ["*"]
+# No cross-origin reader: the page and its API share one origin (nginx, the edge). Chainlit's "*" with credentials
+# let any web site a logged-in user visits read the user's threads through the browser (issue 34).
+allow_origins = []
 
 [features]
 unsafe_allow_html = false

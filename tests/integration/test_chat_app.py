@@ -153,6 +153,12 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
             assert client.post("/login", data={"username": name, "password": PASSWORD}).status_code == 200
         listing = {"pagination": {"first": 20}, "filter": {}}
         assert [t["id"] for t in dev.post("/project/threads", json=listing).json()["data"]] == [thread]
+        # a web site dev visits asks for dev's threads with dev's cookie: the browser is not allowed to show it the answer
+        evil = {"Origin": "https://evil.example"}
+        read = dev.post("/project/threads", json=listing, headers=evil)
+        assert "access-control-allow-origin" not in read.headers, read.headers  # without it the browser keeps the answer from the site
+        asked = dev.options("/project/threads", headers=evil | {"Access-Control-Request-Method": "POST"})
+        assert asked.status_code == 400 and "access-control-allow-origin" not in asked.headers, (asked.status_code, asked.headers)
         assert eve.post("/project/threads", json=listing).json()["data"] == []
         opened = dev.get(f"/project/thread/{thread}")
         assert opened.status_code == 200 and [s["type"] for s in opened.json()["steps"]] == ["user_message", "assistant_message"]
