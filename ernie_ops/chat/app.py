@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from pathlib import Path
 
 import chainlit as cl
 from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
@@ -80,6 +81,8 @@ UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file
 
 
 LOGINS = LoginGuard()
+HASHING = asyncio.Semaphore(2)  # at most two scrypt hashes at once: 128 MiB each (users.py)
+UPGRADES = Path(os.environ.get("CHAINLIT_APP_ROOT", ".")) / users.UPGRADES_NAME  # the state dir (server.py sets the root)
 
 
 @cl.password_auth_callback
@@ -89,7 +92,8 @@ async def login(username: str, password: str) -> cl.User | None:
         log.warning("login %r refused: locked for %.0f s more after repeated wrong passwords", username, wait)
         return None
     try:
-        ok = await asyncio.to_thread(users.authenticate, CHAT.users_file, username, password)
+        async with HASHING:
+            ok = await asyncio.to_thread(users.authenticate, CHAT.users_file, username, password, UPGRADES)
     except ConfigError as exc:
         log.error("login %r refused: the users file is not usable: %s", username, exc)
         return None

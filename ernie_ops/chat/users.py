@@ -8,6 +8,12 @@ Format (written by `ernie-ops chat-user add NAME`, readable by the service user 
 scrypt is the standard library's (hashlib.scrypt, OpenSSL): no extra dependency for the chat venv,
 memory-hard, parameters stored per hash so they can be raised later. The file is read at every
 login, so an added or removed user takes effect without a restart.
+
+Cost: OWASP's minimum, N=2^17, r=8, p=1 (128 MiB, 0.47 CPU-s per hash here; 2^14 was 0.06 s). A hash of
+weaker parameters still logs in, and the chat app upgrades it at that good login: it cannot write the users
+file (root's, read-only to the service), so the new hash goes to an overlay in its state dir
+(`chat-users-upgraded.yaml`) that holds, per name, the new hash and a fingerprint of the file's hash it
+replaces. It counts only while the users file still holds that hash: a password root sets later wins.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from ernie_ops.files import atomic, yamlfile
 
 NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 MIN_PASSWORD = 8
-N, R, P = 2**14, 8, 1
-_MAXMEM = 64 * 1024 * 1024
+N, R, P = 2**17, 8, 1
+_MAXMEM = 256 * 1024 * 1024  # 128 * r * N = 128 MiB, and OpenSSL's own margin above it
+UPGRADES_NAME = "chat-users-upgraded.yaml"  # the app's overlay of upgraded hashes, in its state dir
 HEADER = "# ernie-ops chat users: `ernie-ops chat-user add NAME` adds or replaces one (scrypt hashes).\n"
 SERVICE_GROUP = "ernie"
 
@@ -102,12 +109,49 @@ def load(path: str) -> dict[str, str]:
     return users
 
 
-def authenticate(path: str, name: str, password: str) -> bool:
-    """True for a known user with the right password. As slow for unknown names (no user probing)."""
-    users = load(path)
-    stored = users.get(name)
-    ok = verify_password(password, stored or _dummy())
-    return ok and stored is not None
+def authenticate(path: str, name: str, password: str, upgrades: Path | None = None) -> bool:
+    """True for a known user with the right password. As slow for unknown names (no user probing). With `upgrades`
+    (the overlay file): its hash for `name` is used while it replaces the users file's, and a good login with a hash
+    weaker than N, R, P writes a new one there (a failure to write it costs nothing but the upgrade)."""
+    stored = load(path).get(name)
+    current = stored
+    overlay = _read_upgrades(upgrades) if upgrades is not None and stored else {}
+    entry = overlay.get(name)
+    if isinstance(entry, dict) and entry.get("replaces") == _fingerprint(stored or "") and _usable(entry.get("hash")):
+        current = entry["hash"]
+    ok = verify_password(password, current or _dummy()) and stored is not None
+    if ok and upgrades is not None and weaker(current):
+        overlay[name] = {"replaces": _fingerprint(stored), "hash": hash_password(password)}
+        with contextlib.suppress(OSError):
+            atomic.write_text(upgrades, yaml.safe_dump(overlay, sort_keys=True), new_mode=0o600)
+    return ok
+
+
+def weaker(stored: str) -> bool:
+    """The hash's parameters are below this version's N, R, P."""
+    n, r, p, _, _ = _parse_hash(stored)
+    return n < N or r < R or p < P
+
+
+def _fingerprint(stored: str) -> str:
+    return hashlib.sha256(stored.encode("utf-8")).hexdigest()
+
+
+def _usable(stored: object) -> bool:
+    try:
+        _parse_hash(stored)  # type: ignore[arg-type]
+    except (ValueError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def _read_upgrades(path: Path) -> dict:
+    """The overlay, or {} when it is missing or not a mapping (then the users file's hashes count, nothing lost)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def check_new(name: str, password: str) -> None:

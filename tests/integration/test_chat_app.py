@@ -90,7 +90,7 @@ def test_by_hand_it_serves_logs_in_and_stops_cleanly(tmp_path, venv):
             proc.kill()
             out, _ = proc.communicate()
     assert proc.returncode == 0, out[-3000:]
-    assert "login dev: ok" in out and "login dev: refused" in out and "Traceback" not in out
+    assert "login 'dev': ok" in out and "login 'dev': refused" in out and "Traceback" not in out
 
 
 def test_port_in_use_is_one_sentence(tmp_path, venv):

@@ -6,6 +6,7 @@ import io
 import stat
 
 import pytest
+import yaml
 
 from ernie_ops import cli
 from ernie_ops.chat import users
@@ -14,7 +15,7 @@ from ernie_ops.errors import ConfigError, UsageError
 
 def test_hash_round_trip_and_salt():
     a, b = users.hash_password("correct horse"), users.hash_password("correct horse")
-    assert a != b and a.startswith("scrypt$16384$8$1$")
+    assert a != b and a.startswith("scrypt$131072$8$1$")  # OWASP's minimum: N=2^17, r=8, p=1
     assert users.verify_password("correct horse", a) and not users.verify_password("correct hors", a)
 
 
@@ -122,3 +123,31 @@ def test_cli_uses_the_configured_users_file(tmp_path, monkeypatch, capsys):
     assert cli.main(["chat-user", "list", "--users-file", str(tmp_path / "broken.yaml")]) == 2
     err = capsys.readouterr().err
     assert "broken.yaml:2: users.dev = 'nope'" in err and "Traceback" not in err
+
+
+def _old_hash(password: str) -> str:
+    """A hash as this project wrote them before (N=2^14), made with hashlib directly."""
+    import base64
+    import hashlib
+
+    salt = b"0123456789abcdef"
+    key = hashlib.scrypt(password.encode(), salt=salt, n=2**14, r=8, p=1, dklen=32)
+    return f"scrypt$16384$8$1${base64.b64encode(salt).decode()}${base64.b64encode(key).decode()}"
+
+
+def test_a_weak_hash_still_logs_in_and_the_app_upgrades_it_in_its_overlay_until_root_sets_another(tmp_path):
+    path, overlay = tmp_path / "chat-users.yaml", tmp_path / "state" / users.UPGRADES_NAME
+    overlay.parent.mkdir()
+    path.write_text(f"users:\n  alice: {_old_hash('old-pass-1')}\n  bob: {_old_hash('bobs-pass-1')}\n")
+    assert not users.authenticate(str(path), "alice", "wrong-pass", overlay) and not overlay.exists()  # a wrong one writes nothing
+    assert users.authenticate(str(path), "alice", "old-pass-1", overlay)
+    upgraded = yaml.safe_load(overlay.read_text())["alice"]["hash"]
+    assert upgraded.startswith("scrypt$131072$8$1$") and stat.S_IMODE(overlay.stat().st_mode) == 0o600
+    assert path.read_text().count("scrypt$16384$") == 2  # root's file untouched
+    assert users.authenticate(str(path), "alice", "old-pass-1", overlay) and not users.authenticate(str(path), "alice", "x", overlay)
+    assert yaml.safe_load(overlay.read_text())["alice"]["hash"] == upgraded  # strong now: not rewritten
+    users.add(str(path), "alice", "root-set-pass")  # root sets a new password: the overlay no longer speaks for alice
+    assert not users.authenticate(str(path), "alice", "old-pass-1", overlay)
+    assert users.authenticate(str(path), "alice", "root-set-pass", overlay)
+    overlay.write_text("not: [a, mapping")  # a broken overlay costs nothing but the upgrades
+    assert users.authenticate(str(path), "bob", "bobs-pass-1", overlay)
