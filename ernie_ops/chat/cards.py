@@ -134,15 +134,15 @@ def batch_report(name: str, read: Read, summary: BatchSummary) -> str:
     """The message under a finished batch: counts, how to continue, and the skipped rows by number."""
     failed = len(summary.failed_rows) + summary.not_attempted
     lines = [
-        f"**{name}**：{summary.generated} 行已生成，{len(read.problems)} 行格式有误已跳过，{failed} 行生成失败；"
+        f"**{name}**：{summary.generated} 行已生成，{read.bad_rows} 行格式有误已跳过，{failed} 行生成失败；"
         f"共 {summary.posts} 条文案，{summary.posts_flagged} 条标记未通过规则。 / "
-        f"{summary.generated} rows generated, {len(read.problems)} skipped as malformed, {failed} failed; "
+        f"{summary.generated} rows generated, {read.bad_rows} skipped as malformed, {failed} failed; "
         f"{summary.posts} posts, {summary.posts_flagged} flagged.",
     ]
     if failed:
         lines.append("模型服务出错的行没有文案，稍后可只上传这些行再试。 / Rows that failed have no posts: upload them again later.")
     for problem in read.problems[:SHOWN_ROW_PROBLEMS]:
         lines.append(f"- 第 {problem.row} 行 / row {problem.row}: {problem.message}")
-    if len(read.problems) > SHOWN_ROW_PROBLEMS:
-        lines.append(f"- … 另有 {len(read.problems) - SHOWN_ROW_PROBLEMS} 行 / {len(read.problems) - SHOWN_ROW_PROBLEMS} more rows")
+    if read.bad_rows > SHOWN_ROW_PROBLEMS:
+        lines.append(f"- … 另有 {read.bad_rows - SHOWN_ROW_PROBLEMS} 行 / {read.bad_rows - SHOWN_ROW_PROBLEMS} more rows")
     return "\n".join(lines)

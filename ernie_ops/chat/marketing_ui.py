@@ -178,15 +178,15 @@ class CopyTool:
         source = tmp / name  # under its own name: the sentences about it name the user's file, not an upload id
         try:
             source.write_bytes(await asyncio.to_thread(Path(upload.path).read_bytes))
-            read = await asyncio.to_thread(batch_io.read_products, source)
+            read = await asyncio.to_thread(batch_io.read_products, source, self.cfg.max_batch_rows)  # stops reading at the limit
+        except batch_io.TooManyRows:
+            await cl.ErrorMessage(
+                content=f"{name} 超过 {self.cfg.max_batch_rows} 行上限（chat.marketing.max_batch_rows），请拆分。 / "
+                f"{name} has more than {self.cfg.max_batch_rows} rows, the limit: split it."
+            ).send()
+            return
         except (OSError, ErnieOpsError) as exc:
             await cl.ErrorMessage(content=f"{name}: {exc}" if isinstance(exc, OSError) else str(exc)).send()
-            return
-        if len(read.rows) > self.cfg.max_batch_rows:
-            await cl.ErrorMessage(
-                content=f"{name} 有 {len(read.rows)} 行，超过上限 {self.cfg.max_batch_rows}（chat.marketing.max_batch_rows），请拆分。 / "
-                f"{name} has {len(read.rows)} rows, over the limit of {self.cfg.max_batch_rows}: split it."
-            ).send()
             return
         if not read.rows:
             await cl.ErrorMessage(content=batch_report(name, read, BatchSummary(output=""))).send()

@@ -129,7 +129,7 @@ async def run_batch(
         )
     started = time.perf_counter()
     requests0, regenerations0 = writer.stats.requests, writer.stats.regenerations
-    summary = BatchSummary(output=str(output), rows_total=len(read.rows) + len(read.problems), bad_rows=list(read.problems))
+    summary = BatchSummary(output=str(output), rows_total=len(read.rows) + read.bad_rows, bad_rows=list(read.problems))
     done = batch_io.done_keys(output)  # refuses an output that is not a posts file before any request
     todo = [p for p in read.rows if p.key not in done]
     summary.resumed = len(read.rows) - len(todo)

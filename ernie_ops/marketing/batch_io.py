@@ -82,6 +82,10 @@ from ernie_ops.marketing.rules import Problem, count_chars
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_UNZIPPED_BYTES = 200 * 1024 * 1024
+# Read while parsing, never after (issue 34): one cell in column XFD made openpyxl pad every row to 16,384 values,
+# 3.6 CPU-s for a 41 KB file of 2,000 such rows here, all inside the chat app's process.
+MAX_COLUMNS = 64  # a products file has a dozen at most; the rest of a row is not read
+MAX_LISTED_PROBLEMS = 100  # bad rows named one by one; more are counted
 POSTS_RANGE = (1, 20)
 MAX_CHARS_RANGE = (1, 2000)
 
@@ -107,6 +111,14 @@ _SPACES = regex.compile(r"\s+")
 
 class BatchFileError(ErnieOpsError):
     """A products or posts file cannot be used as a whole; the message names the file and what to do."""
+
+
+class TooManyRows(BatchFileError):
+    """More product rows than the caller's limit: reading stopped there."""
+
+    def __init__(self, path: Path, limit: int):
+        super().__init__(f"Products file {path} has more than {limit} rows (chat.marketing.max_batch_rows); split it.")
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,11 @@ class Read:
     encoding: str | None  # None for XLSX
     format: str  # "csv" or "xlsx"
     ignored_columns: tuple[str, ...] = ()
+    unlisted_problems: int = 0  # bad rows past MAX_LISTED_PROBLEMS: counted, not listed
+
+    @property
+    def bad_rows(self) -> int:
+        return len(self.problems) + self.unlisted_problems
 
 
 @dataclass(frozen=True)
@@ -205,14 +222,15 @@ def _read_bytes(path: Path, what: str) -> bytes:
 # --- products file ---------------------------------------------------------------------------------------
 
 
-def read_products(path: Path | str) -> Read:
-    """The products in a CSV or XLSX file; malformed rows reported and skipped, a bad file BatchFileError."""
+def read_products(path: Path | str, max_rows: int | None = None) -> Read:
+    """The products in a CSV or XLSX file; malformed rows reported and skipped, a bad file BatchFileError. Reading
+    stops at `max_rows` rows after the header (TooManyRows) and at MAX_COLUMNS columns."""
     path = Path(path)
     data = _read_bytes(path, "Products file")
     if not data.strip(b" \t\r\n\xef\xbb\xbf"):
         raise BatchFileError(f"Products file {path} is empty; it needs a header row and one row per product.")
     if data.startswith(b"PK\x03\x04"):
-        return _table(path, _xlsx_rows(path, data), encoding=None, fmt="xlsx")
+        return _table(path, _xlsx_rows(path, data), encoding=None, fmt="xlsx", max_rows=max_rows)
     if data.startswith(_OLE2_MAGIC):
         if _ENCRYPTION_INFO in data:
             raise BatchFileError(
@@ -220,7 +238,7 @@ def read_products(path: Path | str) -> Read:
             )
         raise BatchFileError(f"Products file {path} is an old Excel 97-2003 (.xls) or other Office file; save it as .xlsx or CSV UTF-8.")
     text, encoding = _decode(path, data)
-    return _table(path, _csv_rows(path, text), encoding=encoding, fmt="csv")
+    return _table(path, _csv_rows(path, text), encoding=encoding, fmt="csv", max_rows=max_rows)
 
 
 def _decode(path: Path, data: bytes) -> tuple[str, str]:
@@ -251,7 +269,7 @@ def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, list[object]]]:
     try:
         for record in reader:
             row += 1
-            yield row, list(record)
+            yield row, record[:MAX_COLUMNS]
     except csv.Error as e:
         raise BatchFileError(f"Products file {path} is not valid CSV after row {row} ({e}); check its quotes.") from None
 
@@ -280,7 +298,7 @@ def _xlsx_rows(path: Path, data: bytes) -> Iterator[tuple[int, list[object]]]:
     try:
         sheet = workbook.active if workbook.active is not None else workbook.worksheets[0]
         sheet.reset_dimensions()  # some writers declare a wrong size (e.g. "A1"), which would cut rows in read-only mode
-        for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+        for number, values in enumerate(sheet.iter_rows(values_only=True, max_col=MAX_COLUMNS), start=1):
             yield number, list(values)
     finally:
         workbook.close()
@@ -315,7 +333,7 @@ def _whole(value: object, name: str, limits: tuple[int, int]) -> tuple[int | Non
     return number, None
 
 
-def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: str | None, fmt: str) -> Read:
+def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: str | None, fmt: str, max_rows: int | None = None) -> Read:
     iterator = iter(rows)
     header: list[str | None] | None = None
     ignored: list[str] = []
@@ -327,11 +345,16 @@ def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: st
         raise BatchFileError(f"Products file {path} has no rows; it needs a header row and one row per product.")
     products: list[Product] = []
     problems: list[RowProblem] = []
+    unlisted = 0
     seen: dict[str, int] = {}
+    taken = 0
     for number, values in iterator:
         cells = [_cell(v) for v in values]
         if not any(cells):
             continue
+        taken += 1
+        if max_rows is not None and taken > max_rows:
+            raise TooManyRows(path, max_rows)
         record: dict[str, object] = {}
         extra: list[str] = []
         for i, value in enumerate(values):
@@ -357,7 +380,10 @@ def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: st
         if channel and channels.resolve(channel) is None:
             messages.append(f"channel {channel!r} is not one of {channels.names()}")
         if messages:
-            problems.append(RowProblem(number, "; ".join(messages) + "; skipped."))
+            if len(problems) < MAX_LISTED_PROBLEMS:
+                problems.append(RowProblem(number, "; ".join(messages) + "; skipped."))
+            else:
+                unlisted += 1
             continue
         product = Product(
             row=number,
@@ -370,11 +396,14 @@ def _table(path: Path, rows: Iterable[tuple[int, list[object]]], *, encoding: st
             channel=channels.resolve(channel) or "",
         )
         if product.key in seen:
-            problems.append(RowProblem(number, f"the same product as row {seen[product.key]}; skipped."))
+            if len(problems) < MAX_LISTED_PROBLEMS:
+                problems.append(RowProblem(number, f"the same product as row {seen[product.key]}; skipped."))
+            else:
+                unlisted += 1
             continue
         seen[product.key] = number
         products.append(product)
-    return Read(rows=products, problems=problems, encoding=encoding, format=fmt, ignored_columns=tuple(ignored))
+    return Read(rows=products, problems=problems, encoding=encoding, format=fmt, ignored_columns=tuple(ignored), unlisted_problems=unlisted)
 
 
 def _map_header(path: Path, values: list[object]) -> tuple[list[str | None], list[str]]:
