@@ -34,7 +34,7 @@ import chainlit as cl
 from ernie_ops.chat.cards import batch_report, form_props, post_props, stored_cards
 from ernie_ops.client.gateway import ChatError, GatewayClient
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.marketing import batch_io, channels
+from ernie_ops.marketing import batch_io, channels, read_isolated
 from ernie_ops.marketing.batch import BatchProgress, BatchSummary, run_batch
 from ernie_ops.marketing.config import MarketingConfig
 from ernie_ops.marketing.generate import CopyRequest, CopyWriter, FormError
@@ -178,7 +178,9 @@ class CopyTool:
         source = tmp / name  # under its own name: the sentences about it name the user's file, not an upload id
         try:
             source.write_bytes(await asyncio.to_thread(Path(upload.path).read_bytes))
-            read = await asyncio.to_thread(batch_io.read_products, source, self.cfg.max_batch_rows)  # stops reading at the limit
+            read = await read_isolated.read_products(  # in a child, stops reading at the row limit
+                source, self.cfg.max_batch_rows, timeout=self.cfg.read_timeout_seconds, memory_mb=self.cfg.read_memory_mb
+            )
         except batch_io.TooManyRows:
             await cl.ErrorMessage(
                 content=f"{name} 超过 {self.cfg.max_batch_rows} 行上限（chat.marketing.max_batch_rows），请拆分。 / "

@@ -52,6 +52,10 @@ class MarketingConfig(Section):
     structured_output: bool = Field(True, description="ask vLLM for JSON by schema (response_format json_schema)")
     batch_concurrency: int = Field(8, ge=1, le=256, description="rows generated at once by a batch (chat upload and CLI default)")
     max_batch_rows: int = Field(5000, ge=1, le=1_000_000)
+    read_timeout_seconds: float = Field(
+        60.0, gt=0.0, le=3600.0, description="an uploaded products file is read in a child process, stopped after this"
+    )
+    read_memory_mb: int = Field(1024, ge=128, le=65536, description="and limited to this much memory")
 
     @field_validator("channel")
     @classmethod
