@@ -32,6 +32,7 @@ from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forge
 from ernie_ops.chat.login_guard import LoginGuard
 from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.onboarding_ui import build_onboarding
+from ernie_ops.chat.revocation import RevokedSessions
 from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.docs.embed import EmbeddingClient
@@ -102,7 +103,21 @@ async def login(username: str, password: str) -> cl.User | None:
     elif lock := LOGINS.failed(username):
         log.warning("login %r refused: too many wrong passwords in a row, locked for %.0f s", username, lock)
     log.info("login %r: %s", username, "ok" if ok else "refused")
-    return cl.User(identifier=username, metadata={"provider": "users-file"}) if ok else None
+    if not ok:
+        return None
+    # the hash this login was checked against: a removed user or a new password ends the session (revocation.py)
+    credential = users.credentials(CHAT.users_file).get(username)
+    return cl.User(identifier=username, metadata={"provider": "users-file", "credential": credential})
+
+
+def _end_revoked_sessions() -> None:
+    """Every request and websocket with a login is checked against the users file as it is now (revocation.py)."""
+    from chainlit.server import app as server
+
+    server.add_middleware(RevokedSessions, users_file=CHAT.users_file, root_path=CHAT.root_path)
+
+
+_end_revoked_sessions()
 
 
 @cl.set_chat_profiles

@@ -117,14 +117,19 @@ def authenticate(path: str, name: str, password: str, upgrades: Path | None = No
     current = stored
     overlay = _read_upgrades(upgrades) if upgrades is not None and stored else {}
     entry = overlay.get(name)
-    if isinstance(entry, dict) and entry.get("replaces") == _fingerprint(stored or "") and _usable(entry.get("hash")):
+    if isinstance(entry, dict) and entry.get("replaces") == fingerprint(stored or "") and _usable(entry.get("hash")):
         current = entry["hash"]
     ok = verify_password(password, current or _dummy()) and stored is not None
     if ok and upgrades is not None and weaker(current):
-        overlay[name] = {"replaces": _fingerprint(stored), "hash": hash_password(password)}
+        overlay[name] = {"replaces": fingerprint(stored), "hash": hash_password(password)}
         with contextlib.suppress(OSError):
             atomic.write_text(upgrades, yaml.safe_dump(overlay, sort_keys=True), new_mode=0o600)
     return ok
+
+
+def credentials(path: str) -> dict[str, str]:
+    """{name: fingerprint of its hash in the users file as it is now} (the overlay's upgrades change no fingerprint)."""
+    return {name: fingerprint(stored) for name, stored in load(path).items()}
 
 
 def weaker(stored: str) -> bool:
@@ -133,7 +138,8 @@ def weaker(stored: str) -> bool:
     return n < N or r < R or p < P
 
 
-def _fingerprint(stored: str) -> str:
+def fingerprint(stored: str) -> str:
+    """What a login token carries of the hash it was issued for (revocation.py): a new password ends old sessions."""
     return hashlib.sha256(stored.encode("utf-8")).hexdigest()
 
 

@@ -191,11 +191,24 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         assert dev.get(f"/project/thread/{thread}").json()["steps"][1]["feedback"] is None
         assert dev.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 200
         assert dev.post("/project/threads", json=listing).json()["data"] == []
+        # root removes eve and gives dev a new password: both sessions end at their next request, not at the token's expiry
+        assert eve.get("/user").status_code == 200 and dev.get("/user").status_code == 200
+        user_cmd = [str(chat_venv.python(venv)), "-m", "ernie_ops", "--config", str(cfg), "chat-user"]
+        subprocess.run([*user_cmd, "remove", "eve", "--keep-threads"], env=env, check=True, capture_output=True)
+        subprocess.run([*user_cmd, "add", "dev"], input="new-pass-word-2\n", text=True, env=env, check=True, capture_output=True)
+        assert eve.get("/user").status_code == 401 and eve.post("/project/threads", json=listing).status_code == 401
+        ended = dev.get("/user")
+        assert ended.status_code == 401 and ended.json()["detail"] == "Session ended: log in again", ended.text
+        assert "access_token=;" in ended.headers["set-cookie"]
+        again = httpx.Client(base_url=url, timeout=30)
+        assert again.post("/login", data={"username": "dev", "password": "new-pass-word-2"}).status_code == 200
+        assert again.get("/user").status_code == 200 and again.post("/project/threads", json=listing).status_code == 200
+        again.close()
         # eve guesses dev's password (straight at the app: nginx's per-address limit is not here): after 5 wrong ones
         # dev's name is locked, so even the right password is refused now; a name with a newline forges no log line
         with httpx.Client(base_url=url, timeout=30) as guesser:
             tries = [guesser.post("/login", data={"username": "dev", "password": f"guess-{i}"}).status_code for i in range(6)]
-            right = guesser.post("/login", data={"username": "dev", "password": PASSWORD}).status_code
+            right = guesser.post("/login", data={"username": "dev", "password": "new-pass-word-2"}).status_code
             forged = guesser.post("/login", data={"username": "x\nINFO login admin: ok", "password": "y"}).status_code
         assert tries == [401] * 6 and right == 401 and forged == 401, (tries, right, forged)
     finally:
@@ -205,6 +218,7 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
     assert "login 'dev' refused: too many wrong passwords in a row, locked for 30 s" in out, out[-3000:]
     assert "login 'dev' refused: locked for" in out, out[-3000:]  # the right password, while locked
     assert "login 'x\\nINFO login admin: ok': refused" in out and "\nINFO login admin: ok" not in out, out[-3000:]
+    assert "sessions: 'eve' logged out" in out and "sessions: 'dev' logged out" in out, out[-3000:]
 
 
 def test_history_database_unreachable_the_app_starts_logs_in_and_lists_nothing(tmp_path, venv):
