@@ -54,23 +54,17 @@ def _read_password() -> str:
 def _threads_of_removed(args: argparse.Namespace) -> int:
     """Delete the removed user's conversations if asked (`--delete-threads`, or yes on a terminal)."""
     name = args.name
-    again = f"ernie-ops chat-user remove {name} --delete-threads"
-    if args.delete_threads is False:
-        plain(f"kept {name}'s conversations in the chat history (to delete them: {again})", err=True)
-        return EXIT_OK
-    if args.delete_threads is None and not sys.stdin.isatty():
-        plain(f"kept {name}'s conversations in the chat history; to delete them: {again}", err=True)
-        return EXIT_OK
     from ernie_ops.threads import database
 
     chat = config.load(args.config).chat
-    history = chat.history
-    if not history.enabled and args.delete_threads is None:
+    url = database.existing_url(chat.history) if chat.history.enabled else None
+    if args.delete_threads is False or (args.delete_threads is None and not sys.stdin.isatty()):
+        return _kept(name, url)
+    if not chat.history.enabled and args.delete_threads is None:
         return EXIT_OK  # no history kept: nothing to offer
-    url = database.existing_url(history)
     deleted = asyncio.run(_delete_threads(url, name, ask=args.delete_threads is None)) if url else 0
     if deleted is None:
-        plain(f"kept {name}'s conversations in the chat history (to delete them: {again})", err=True)
+        return _kept(name, url)
     else:
         from ernie_ops.chat.docs_session import forget_uploads_of
 
@@ -84,6 +78,25 @@ def _threads_of_removed(args: argparse.Namespace) -> int:
             err=True,
         )
     return EXIT_OK
+
+
+def _kept(name: str, url: str | None) -> int:
+    """The removed user's conversations stay, under an id no login can have: a new user of that name starts without them."""
+    again = f"ernie-ops chat-user remove {name} --delete-threads"
+    retired = asyncio.run(_retire(url, name)) if url else None
+    where = f" as {retired}: a new user named {name} does not get them" if retired else ""
+    plain(f"kept {name}'s conversations in the chat history{where} (to delete them: {again})", err=True)
+    return EXIT_OK
+
+
+async def _retire(url: str, name: str) -> str:
+    from ernie_ops.threads.store import ThreadStore
+
+    store = await ThreadStore.open(url)
+    try:
+        return await store.retire_threads_of(name)
+    finally:
+        await store.close()
 
 
 async def _delete_threads(url: str, name: str, *, ask: bool) -> int | None:

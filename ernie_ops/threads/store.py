@@ -310,16 +310,27 @@ class ThreadStore:
 
     @_guarded("count a user's threads")
     async def count_threads_of(self, user: str) -> int:
-        t = schema.threads
+        """`user`'s threads, those kept when a user of that name was removed included (`retire_threads_of`)."""
         async with self.reader.connect() as conn:
-            return (await conn.execute(sa.select(sa.func.count()).where(t.c.user_identifier == user))).scalar_one()
+            return (await conn.execute(sa.select(sa.func.count()).where(_of(user)))).scalar_one()
 
     @_guarded("delete a user's threads")
     async def delete_threads_of(self, user: str) -> int:
+        """`user`'s threads, the retired ones of that name included, with everything in them."""
         t = schema.threads
         async with self.engine.begin() as conn:
-            ids = list((await conn.execute(sa.select(t.c.id).where(t.c.user_identifier == user))).scalars())
+            ids = list((await conn.execute(sa.select(t.c.id).where(_of(user)))).scalars())
             return await self._delete_threads(conn, ids)
+
+    @_guarded("keep a removed user's threads")
+    async def retire_threads_of(self, user: str) -> str:
+        """A removed user's threads, kept: they move to `<user>~removed-<time>`, a name no login can have (the users
+        file allows no '~'), so the next user given that name starts without them (issue 34). Returns that id."""
+        t = schema.threads
+        retired = f"{user}{RETIRED}{self.now().strftime('%Y%m%dT%H%M%S%fZ')}"
+        async with self.engine.begin() as conn:
+            await conn.execute(sa.update(t).where(t.c.user_identifier == user).values(user_identifier=retired))
+        return retired
 
     async def delete_older_than(self, cutoff: datetime) -> int:  # guarded by delete_idle (one trial call, not two nested)
         """Threads whose last activity is before `cutoff`, with everything in them."""
@@ -571,6 +582,16 @@ class ThreadStore:
                 await conn.execute(sa.delete(table).where(table.c.thread_id.in_(chunk)))
             deleted += (await conn.execute(sa.delete(schema.threads).where(schema.threads.c.id.in_(chunk)))).rowcount
         return deleted
+
+
+RETIRED = "~removed-"  # between a removed user's name and the time their kept threads were retired
+
+
+def _of(user: str):
+    """The threads of `user`, and those retired from a user of that name."""
+    t = schema.threads
+    escaped = user.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return sa.or_(t.c.user_identifier == user, t.c.user_identifier.like(f"{escaped}{RETIRED}%", escape="\\"))
 
 
 def _answer_and_question(steps: list[dict], step_id: str) -> tuple[dict | None, dict | None]:

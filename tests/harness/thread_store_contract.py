@@ -250,6 +250,15 @@ async def check_deleting_a_users_threads_leaves_everyone_elses(store: ThreadStor
     assert await count(store, schema.feedback) == 1 and await count(store, schema.elements) == 1
 
 
+async def check_a_removed_users_kept_threads_are_no_longer_that_names(store: ThreadStore, clock: Clock) -> None:
+    await _thread_with_everything(store, clock, "t1", "a_n")
+    await _thread_with_everything(store, clock, "t2", "abn")  # '_' in a LIKE pattern would match this name too
+    retired = await store.retire_threads_of("a_n")
+    assert retired.startswith("a_n~removed-") and await store.thread_user("t1") == retired
+    assert (await store.list_threads("a_n"))[0] == [] and await store.count_threads_of("a_n") == 1
+    assert await store.delete_threads_of("a_n") == 1 and await store.thread_user("t2") == "abn"
+
+
 async def check_which_of_many_thread_ids_exist_is_one_batch_answer(store: ThreadStore, clock: Clock) -> None:
     assert not await store.has_threads()  # a database with no thread: the upload sweep then drops nothing
     for i in range(3):
@@ -383,6 +392,7 @@ CHECKS: list[Check] = [
     check_old_threads_go_by_their_last_activity,
     check_feedback_comes_with_its_question_answer_and_sources,
     check_deleting_a_step_deletes_its_feedback,
+    check_a_removed_users_kept_threads_are_no_longer_that_names,
     check_elements_are_reached_only_through_their_thread,
     check_what_cannot_be_saved_is_refused_with_a_sentence,
 ]

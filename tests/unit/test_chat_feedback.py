@@ -198,6 +198,29 @@ def test_removing_a_user_offers_to_delete_their_conversations(tmp_path, capsys, 
         assert after == {"ann": 1, "bob": 1, "ann-user": 1} and "ernie-ops chat-user remove ann --delete-threads" in err
 
 
+def test_a_new_user_given_a_removed_users_name_does_not_get_their_kept_conversations(tmp_path, capsys, monkeypatch):
+    """ann leaves, her conversations kept; a newcomer is added as ann: the sidebar lists none of them and the thread's
+    author is not 'ann' (so Chainlit's owner check refuses it to her). The operator can still delete them by name."""
+    cfg = _setup_users(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert cli.main(["--config", cfg, "chat-user", "remove", "ann", "--keep-threads"]) == 0
+    assert "a new user named ann does not get them" in capsys.readouterr().err
+    users.add(str(tmp_path / "users.yaml"), "ann", "newcomer-pass-1")
+
+    async def seen_by_the_new_ann() -> tuple[list, str | None]:
+        store = await ThreadStore.open(_history(tmp_path))
+        try:
+            rows, _ = await store.list_threads("ann")
+            return rows, await store.thread_user("ann-t")
+        finally:
+            await store.close()
+
+    rows, author = asyncio.run(seen_by_the_new_ann())
+    assert rows == [] and author is not None and author.startswith("ann~removed-"), (rows, author)
+    assert cli.main(["--config", cfg, "chat-user", "remove", "ann", "--delete-threads"]) == 0
+    assert asyncio.run(_owned(_history(tmp_path)))["ann"] == 0  # the retired ones went with the name
+
+
 def test_delete_threads_after_the_user_was_removed_keeping_them(tmp_path, capsys, monkeypatch):
     cfg = _setup_users(tmp_path)
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
