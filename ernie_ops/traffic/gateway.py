@@ -49,6 +49,30 @@ def render_split(source: int, target: int, percent: int, sticky: str = "none") -
     return "".join(lines)
 
 
+SESSION_KEY = "$ernie_session_key"  # the chat's thread id or a client's X-Session-Id (nginx/ernie-ops.conf, pool step 2)
+
+
+def render_pool(ports: list[int], balance: str = "least_conn", down: frozenset[int] = frozenset(), keyed: bool = False) -> str:
+    """A pool of replicas in rotation (docs/design/replica-pool.md): every port a `server`, `down` ones marked so (out
+    of rotation, the line kept for the watch to put back). Unkeyed: `least_conn` (or nginx's round robin); keyed:
+    `hash <session key> consistent`, so a conversation stays on one replica and few move when one leaves. A refused
+    connection is retried on the next replica before any byte is sent (proxy_next_upstream) and skips the dead one
+    for 5 s (max_fails=1 fail_timeout=5s). The shared zone makes every worker balance from the same counts."""
+    if not ports:
+        raise ValueError("a pool needs at least one port")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    zone = "ernie_vllm_keyed" if keyed else "ernie_vllm"
+    lines = [HEADER, f"# pool of {len(ports)} since {stamp}\n", f"zone {zone} 256k;\n"]
+    if keyed:
+        lines.append(f"hash {SESSION_KEY} consistent;\n")
+    elif balance == "least_conn":
+        lines.append("least_conn;\n")
+    elif balance != "round_robin":
+        raise ValueError(f"balance {balance!r} is not least_conn or round_robin")
+    lines += [f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s{' down' if p in down else ''};\n" for p in sorted(ports)]
+    return "".join(lines)
+
+
 def render_upstream(port: int, previous: int | None = None) -> str:
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     note = f"# active since {stamp}" + (f" (previous: {previous})" if previous else "") + "\n"

@@ -96,3 +96,14 @@ def test_a_pid_file_naming_a_process_that_is_not_nginx_is_not_a_running_nginx(si
     res = cutover.Cutover(cfg, target).run()
     assert res.outcome == "aborted" and f"no master process for pid file {pid_file}" in res.error, res
     assert [s.name for s in res.steps] == ["preflight"]
+
+
+def test_nginx_takes_a_pool_include_in_the_shipped_upstream_block(tmp_path):
+    """Pool step 2: `render_pool`'s unkeyed include (least_conn, a zone, a replica down) in the project's unchanged
+    ernie-ops.conf passes `nginx -t` (the balancing method before the block's own keepalive, as nginx requires)."""
+    from ernie_ops.traffic import gateway
+
+    ng = nginx.prepare(tmp_path / "ng", free_port(), free_port())
+    ng.upstream_file.write_text(gateway.render_pool([8000, 8002, 8004], down=frozenset({8002})))
+    checked = subprocess.run([nginx.NGINX, "-t", *ng.args], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr

@@ -57,6 +57,21 @@ def test_upstream_render_and_parse_roundtrip():
     assert gateway.parse_ports("server 127.0.0.1:8000 backup;\nserver 127.0.0.1:8001;\n# server 127.0.0.1:9;\n") == [8001]
 
 
+def test_a_pool_renders_every_replica_in_rotation_and_a_down_one_stays_listed_out_of_it():
+    """Pool step 2 (docs/design/replica-pool.md): the includes ernie-ops will write for a pool."""
+    text = gateway.render_pool([8002, 8000, 8004, 8006], down=frozenset({8004}))
+    assert "least_conn;\n" in text and "zone ernie_vllm 256k;\n" in text and "hash" not in text
+    assert gateway.parse_ports(text) == [8000, 8002, 8006]  # in rotation: the down one is not
+    assert "server 127.0.0.1:8004 max_fails=1 fail_timeout=5s down;" in text
+    keyed = gateway.render_pool([8000, 8002], keyed=True)
+    assert "hash $ernie_session_key consistent;\n" in keyed and "zone ernie_vllm_keyed 256k;" in keyed and "least_conn" not in keyed
+    assert "least_conn" not in gateway.render_pool([8000, 8002], balance="round_robin")
+    with pytest.raises(ValueError, match="'random' is not least_conn or round_robin"):
+        gateway.render_pool([8000], balance="random")
+    with pytest.raises(ValueError, match="at least one port"):
+        gateway.render_pool([])
+
+
 def test_upstream_write_is_atomic_and_keeps_mode(tmp_path):
     f = tmp_path / "upstream.conf"
     f.write_text("server 127.0.0.1:8000;\n")
