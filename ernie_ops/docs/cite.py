@@ -80,6 +80,11 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
 
 
+def md_text(text: str) -> str:
+    """`text` as literal Markdown: a file named like a link, emphasis or HTML stays text in the chat (issue 34)."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
 def sources_list(hits: list[Hit], used: list[int]) -> list[str]:
     """One Markdown line per passage used, in `used` order: '【1】 handbook.pdf, p. 3' (file and place escaped, so a
     file named like a link stays text). Join them with '  \\n' (a Markdown line break) or as list items."""
@@ -87,7 +92,7 @@ def sources_list(hits: list[Hit], used: list[int]) -> list[str]:
     for n in used:
         if not 1 <= n <= len(hits):
             raise ValueError(f"source number {n} is not one of the {len(hits)} passages")
-        lines.append(f"【{n}】 " + _MD_SPECIAL.sub(r"\\\1", _label(hits[n - 1])))
+        lines.append(f"【{n}】 " + md_text(_label(hits[n - 1])))
     return lines
 
 

@@ -100,7 +100,7 @@ def test_a_question_is_answered_from_the_right_passages_with_clickable_sources(s
     # every source the user can open is one of the passages given, named as the text names it
     names = [s.name for s in sink.sources]
     assert names and all(s.display == "side" for s in sink.sources)
-    assert all(name in sink.final for name in names) and "leave_policy.md" in sink.final
+    assert all(name in sink.final for name in names) and "leave\\_policy.md" in sink.final  # Markdown-escaped: shown as leave_policy.md
     assert {s.text for s in sink.sources} <= {h.text for h in out.hits}
     # the history keeps the bare question: the next turn's budget is not spent on old passages
     assert conv.history[0] == {"role": "user", "content": "年假有多少天？"}

@@ -320,7 +320,7 @@ def test_the_docs_reply_ends_with_the_statements_the_documents_do_not_support():
     shown, sources = conv._cite(text, hits, out)
     assert shown == (
         "工作满一年的员工每年有5天带薪年假。【1】员工入职满十年后享有15天带薪年假。年假不需要在OA系统中申请。\n\n"
-        "**来源 / Sources**\n- 【1】 leave_policy.md\n\n"
+        "**来源 / Sources**\n- 【1】 leave\\_policy.md\n\n"  # the name as Markdown text: shown as leave_policy.md
         f"**{UNSUPPORTED_ZH}**\n- 员工入职满十年后享有15天带薪年假。\n- 年假不需要在OA系统中申请。"
     )
     assert [s.name for s in sources] == ["【1】"] and out.cited == [1] and len(out.unsupported) == 2
@@ -330,3 +330,15 @@ def test_the_docs_reply_ends_with_the_statements_the_documents_do_not_support():
     agreeing = "You have 30 days after a purchase to submit the expense report."
     shown, _ = conv._cite(agreeing, [*hits[:1], hit(3, "e.md", PASSAGES[3])], Outcome("done"))
     assert UNSUPPORTED_EN not in shown and UNSUPPORTED_ZH not in shown
+
+
+def test_a_file_named_like_a_link_is_text_in_the_sources_list():
+    """A user uploads `[点我](javascript:alert(1)).md` (or a name with * and <b>): the Sources line shows the name, it
+    never becomes a link, emphasis or HTML in the chat (issue 34; before, the name went into the Markdown as it was)."""
+    chat = config.parse("").chat
+    docs = next(s for s in chat.effective_scenarios() if s.retrieval)
+    conv = Conversation(docs, chat, history.Budget(2048, 256, 64), client=None, counter=None)  # type: ignore[arg-type]
+    evil = "[点我](javascript:alert(1))*<b>x</b>.md"
+    shown, _ = conv._cite("工作满一年的员工每年有5天带薪年假。", [hit(1, evil, PASSAGES[0])], Outcome("done"))
+    line = next(line for line in shown.splitlines() if line.startswith("- 【1】"))
+    assert line == "- 【1】 \\[点我\\](javascript:alert(1))\\*\\<b>x\\</b>.md", line
