@@ -123,8 +123,13 @@ def _created(step: dict) -> str:
     return str(value)[:64] if value else ""
 
 
+def _like_literal(text: str) -> str:
+    """`text` matched as itself in a LIKE pattern with escape '\\'."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _like(text: str) -> str:
-    return "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return "%" + _like_literal(text.lower()) + "%"
 
 
 def _encode_cursor(row: ThreadRow) -> str:
@@ -590,8 +595,7 @@ RETIRED = "~removed-"  # between a removed user's name and the time their kept t
 def _of(user: str):
     """The threads of `user`, and those retired from a user of that name."""
     t = schema.threads
-    escaped = user.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return sa.or_(t.c.user_identifier == user, t.c.user_identifier.like(f"{escaped}{RETIRED}%", escape="\\"))
+    return sa.or_(t.c.user_identifier == user, t.c.user_identifier.like(f"{_like_literal(user)}{RETIRED}%", escape="\\"))
 
 
 def _answer_and_question(steps: list[dict], step_id: str) -> tuple[dict | None, dict | None]:
