@@ -181,7 +181,7 @@ class HistoryLayer(BaseDataLayer):
         """The owner of the thread whose message a feedback rates (None: no such feedback): who may remove or change it."""
         try:
             store = await self.store()
-            thread_id = await store.feedback_thread(feedback_id)
+            thread_id = await store.thread_of("feedback", feedback_id)
             return await store.thread_user(thread_id) if thread_id else None
         except HistoryUnavailable as exc:
             raise _refused(exc) from None

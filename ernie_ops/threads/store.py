@@ -453,17 +453,11 @@ class ThreadStore:
             await conn.execute(sa.update(f).where(f.c.id == fid).values(**values))
         return fid
 
-    @_guarded("read a feedback's thread")
-    async def feedback_thread(self, feedback_id: str) -> str | None:
-        """The thread of the message a feedback rates (None: no such feedback): whose it is to remove."""
-        f = schema.feedback
-        async with self.reader.connect() as conn:
-            return (await conn.execute(sa.select(f.c.thread_id).where(f.c.id == feedback_id))).scalar()
-
     @_guarded("read an item's thread")
     async def thread_of(self, table: str, item_id: str) -> str | None:
-        """The thread a stored step or element belongs to (None: not stored)."""
-        t = {"step": schema.steps, "element": schema.elements}[table]
+        """The thread a stored step, element or feedback belongs to (None: not stored); a feedback's is the thread of
+        the message it rates: whose it is to change or remove."""
+        t = {"step": schema.steps, "element": schema.elements, "feedback": schema.feedback}[table]
         async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(t.c.thread_id).where(t.c.id == item_id))).scalar()
 

@@ -318,9 +318,9 @@ async def check_feedback_comes_with_its_question_answer_and_sources(store: Threa
     # a rating never moves to another message (someone else's feedback id sent with their own message)
     with pytest.raises(HistoryError, match=f"feedback {fid} rates another message than a1; not written"):
         await store.upsert_feedback(feedback_id=fid, step_id="a1", value=1, comment="moved")
-    assert (await store.feedback_since(since))[0].comment == "wrong section" and await store.feedback_thread(fid) == "t1"
+    assert (await store.feedback_since(since))[0].comment == "wrong section" and await store.thread_of("feedback", fid) == "t1"
     assert await store.delete_feedback(fid) and not await store.delete_feedback(fid)
-    assert await store.feedback_since(since) == [] and await store.feedback_thread(fid) is None
+    assert await store.feedback_since(since) == [] and await store.thread_of("feedback", fid) is None
     try:
         await store.upsert_feedback(feedback_id=None, step_id="no-such-step", value=1, comment=None)
     except HistoryError as exc:
