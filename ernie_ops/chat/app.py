@@ -274,7 +274,7 @@ def _new_conversation(name: str | None) -> Conversation:
     scenario = SCENARIOS.get(name or DEFAULT, SCENARIOS[DEFAULT])
     who = user.identifier if user else "-"
     docs = DocsSession(DOCS, who, cl.context.session.thread_id, embed=EMBED) if scenario.retrieval else None
-    conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=who, docs=docs)
+    conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=who, docs=docs, session=cl.context.session.thread_id)
     cl.user_session.set("conversation", conv)
     return conv
 

@@ -95,9 +95,10 @@ class Conversation:
     """A session's flow, history and the shared gateway client."""
 
     def __init__(self, scenario: ScenarioConfig, chat: ChatConfig, budget: history.Budget, client: GatewayClient,
-                 counter: history.Counter, user: str = "-", docs=None):  # fmt: skip
+                 counter: history.Counter, user: str = "-", docs=None, session: str | None = None):  # fmt: skip
         self.scenario, self.chat, self.budget = scenario, chat, budget
         self.client, self.counter, self.user = client, counter, user
+        self.session = session  # the thread id: the gateway keeps the conversation on one replica (its prefix cache)
         self.docs = docs  # a chat.docs_session.DocsSession for retrieval scenarios
         self.sources_shown = 0  # passages shown so far in this conversation (their 【n】 numbers)
         self.flow = Flow(scenario)
@@ -144,7 +145,7 @@ class Conversation:
                 hits = list(found.hits)
             out.fitted, hits = await self._fit(step, newest, hits)
             out.hits = hits
-            stream = self.client.stream(out.fitted.messages, self.chat.max_tokens, self.chat.temperature, stats)
+            stream = self.client.stream(out.fitted.messages, self.chat.max_tokens, self.chat.temperature, stats, session=self.session)
             async with contextlib.aclosing(stream) as pieces:  # a stop closes the upstream request now
                 async for piece in pieces:
                     raw.append(piece)

@@ -25,7 +25,7 @@ import httpx
 from ernie_ops.client import sse
 from ernie_ops.client.retry import BeforeFirstByte, send_streamed
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.traffic.gateway import UPSTREAM_HEADER
+from ernie_ops.traffic.gateway import SESSION_HEADER, UPSTREAM_HEADER
 
 FRIENDLY = {
     "down": "模型服务暂时无法连接，请稍后再试。 / The model service cannot be reached right now; please try again in a moment.",
@@ -119,24 +119,33 @@ class GatewayClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def _open(self, body: dict, stats: ReplyStats) -> httpx.Response:
+    async def _open(self, body: dict, stats: ReplyStats, session: str | None = None) -> httpx.Response:
         url = f"{self.base_url}/v1/chat/completions"
+        headers = {SESSION_HEADER: session} if session else None
 
         def attempt(n: int) -> None:
             stats.attempts = n
 
         try:
-            return await send_streamed(self.http, lambda: self.http.build_request("POST", url, json=body), 2, attempt)
+            return await send_streamed(self.http, lambda: self.http.build_request("POST", url, json=body, headers=headers), 2, attempt)
         except (httpx.ReadTimeout, httpx.PoolTimeout) as exc:
             raise ChatError("timeout", f"no response head within {self.timeouts.read:g}s ({type(exc).__name__})") from None
         except BeforeFirstByte as exc:
             raise ChatError("down", f"{self.base_url}: {type(exc.last).__name__}: {exc.last} (after one retry)") from None
 
     async def stream(
-        self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None, extra: dict | None = None
+        self,
+        messages: list[dict],
+        max_tokens: int,
+        temperature: float,
+        stats: ReplyStats | None = None,
+        extra: dict | None = None,
+        session: str | None = None,
     ) -> AsyncIterator[str]:
         """Yield the reply's text pieces as they arrive; raise ChatError on any failure.
-        `extra`: more request fields for this call only (e.g. response_format)."""
+        `extra`: more request fields for this call only (e.g. response_format). `session`: the conversation's key (the
+        chat's thread id), sent as X-Session-Id: the gateway keeps a conversation on one replica of a pool, where its
+        growing prefix is cached."""
         stats = stats if stats is not None else ReplyStats()
         body = {
             **self.extra_body,
@@ -148,7 +157,7 @@ class GatewayClient:
             "stream": True,
         }
         deadline = time.monotonic() + self.timeouts.reply
-        resp = await self._open(body, stats)
+        resp = await self._open(body, stats, session)
         try:
             stats.upstream = resp.headers.get(UPSTREAM_HEADER, "")
             if resp.status_code != 200:
@@ -189,10 +198,16 @@ class GatewayClient:
             await resp.aclose()
 
     async def complete(
-        self, messages: list[dict], max_tokens: int, temperature: float, stats: ReplyStats | None = None, extra: dict | None = None
+        self,
+        messages: list[dict],
+        max_tokens: int,
+        temperature: float,
+        stats: ReplyStats | None = None,
+        extra: dict | None = None,
+        session: str | None = None,
     ) -> str:
         """The whole reply as one string (streamed underneath, with the same timeouts, retry and errors)."""
-        async with contextlib.aclosing(self.stream(messages, max_tokens, temperature, stats, extra)) as pieces:
+        async with contextlib.aclosing(self.stream(messages, max_tokens, temperature, stats, extra, session)) as pieces:
             return "".join([piece async for piece in pieces])
 
 

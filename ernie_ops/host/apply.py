@@ -58,7 +58,7 @@ class Route:
     spare_port: int | None
     initial: bool  # True: no include names a port yet; routed_port is the fresh host's first route
     upstream_file: str
-    changed: bool = False  # route --init wrote the include
+    changed: bool = False  # route --init wrote the include (or its keyed twin)
     warnings: list[str] = field(default_factory=list)  # e.g. the cutover marks not written
 
     def as_dict(self) -> dict:
@@ -89,15 +89,19 @@ def route(cfg: Config, initial: int | None = None) -> Route:
 
 
 def init_route(cfg: Config, initial: int | None = None, check: bool = False) -> Route:
-    """A fresh host's first route: write the include naming the initial port; an existing route wins."""
+    """A fresh host's first route: write the include naming the initial port; an existing route wins (its keyed
+    twin is written when missing or out of step)."""
     r = route(cfg, initial)
-    if r.initial:
+    gw = Gateway(cfg.gateway, cfg.pool.session_affinity)
+    # a fresh host gets its first route; a host from before the keyed twin (or with a twin out of step) gets the twin
+    # of the route it has, which the role's `nginx -t` and reload then take up with the new ernie-ops.conf
+    if r.initial or not gw.keyed_in_step():
         r.changed = True
         if not check:
             path = Path(cfg.gateway.upstream_file)
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                Gateway(cfg.gateway).write_upstream(render_upstream(r.routed_port))
+                gw.write_upstream(render_upstream(r.routed_port) if r.initial else gw.read_upstream())
             except OSError as exc:
                 raise GatewayError(f"cannot write the upstream include {path} (gateway.upstream_file): {exc.strerror or exc}") from None
     if not check and (warning := marks.write(cfg)) is not None:  # also on an existing route: a newly set textfile

@@ -23,6 +23,7 @@ from ernie_ops.host.systemd import SystemdError
 
 SERVER_LINE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b([^;#]*);", re.M)
 UPSTREAM_HEADER = "x-ernie-upstream"  # set by nginx/ernie-ops.conf on every response: which instance answered
+SESSION_HEADER = "x-session-id"  # a request's session key ($http_x_session_id in nginx/ernie-ops.conf): one replica per key
 HEADER = "# Written by `ernie-ops` (cutover / rollback) only; do not edit by hand.\n"
 PID_DIRECTIVE = re.compile(r"(?:^|[;{}])\s*pid\s+(\"[^\"]+\"|'[^']+'|[^\s;]+)\s*;", re.M)
 DEFAULT_PID_FILE = "/run/nginx.pid"
@@ -49,28 +50,57 @@ def render_split(source: int, target: int, percent: int, sticky: str = "none") -
     return "".join(lines)
 
 
-SESSION_KEY = "$ernie_session_key"  # the chat's thread id or a client's X-Session-Id (nginx/ernie-ops.conf, pool step 2)
+SESSION_KEY = "$ernie_session_key"  # the chat's thread id or a client's X-Session-Id (nginx/ernie-ops.conf)
 
 
-def render_pool(ports: list[int], balance: str = "least_conn", down: frozenset[int] = frozenset(), keyed: bool = False) -> str:
+def render_pool(ports: list[int], balance: str = "least_conn", down: frozenset[int] = frozenset()) -> str:
     """A pool of replicas in rotation (docs/design/replica-pool.md): every port a `server`, `down` ones marked so (out
-    of rotation, the line kept for the watch to put back). Unkeyed: `least_conn` (or nginx's round robin); keyed:
-    `hash <session key> consistent`, so a conversation stays on one replica and few move when one leaves. A refused
+    of rotation, the line kept for the watch to put back), balanced by `least_conn` (or nginx's round robin); requests
+    with a session key go by the keyed twin (`render_keyed`), so few conversations move when a replica leaves. A refused
     connection is retried on the next replica before any byte is sent (proxy_next_upstream) and skips the dead one
     for 5 s (max_fails=1 fail_timeout=5s). The shared zone makes every worker balance from the same counts."""
     if not ports:
         raise ValueError("a pool needs at least one port")
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    zone = "ernie_vllm_keyed" if keyed else "ernie_vllm"
-    lines = [HEADER, f"# pool of {len(ports)} since {stamp}\n", f"zone {zone} 256k;\n"]
-    if keyed:
-        lines.append(f"hash {SESSION_KEY} consistent;\n")
-    elif balance == "least_conn":
+    lines = [HEADER, f"# pool of {len(ports)} since {stamp}\n", "zone ernie_vllm 256k;\n"]
+    if balance == "least_conn":
         lines.append("least_conn;\n")
     elif balance != "round_robin":
         raise ValueError(f"balance {balance!r} is not least_conn or round_robin")
     lines += [f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s{' down' if p in down else ''};\n" for p in sorted(ports)]
     return "".join(lines)
+
+
+KEYED_NAME = "upstream-keyed.conf"  # beside upstream.conf: the servers of `ernie_vllm_keyed` (nginx/ernie-ops.conf)
+BALANCING = re.compile(r"^\s*(zone|hash|least_conn|ip_hash|random)\b[^;]*;[^\n]*\n?", re.M)
+
+
+def render_keyed(text: str, session_affinity: bool = True) -> str:
+    """The keyed twin of an upstream include: the group nginx/ernie-ops.conf sends requests with a session key to
+    (the chat's thread id, a client's X-Session-Id). The same servers with the same weights and marks, so a keyed
+    request goes wherever traffic may go now (a canary's split included); chosen by `hash <key> consistent` when
+    `pool.session_affinity` is on, so a conversation stays on one replica and its prefix cache, else balanced as
+    the unkeyed group is. Derived, never decided: `Gateway.write_upstream` writes both from one text."""
+    kept = BALANCING.sub("", text.replace(HEADER, ""))
+    own = "".join(m.group(0) for m in BALANCING.finditer(text) if m.group(1) != "zone")
+    how = f"hash {SESSION_KEY} consistent;\n" if session_affinity else own
+    note = "# the keyed twin of upstream.conf (same servers; requests with a session key)\n"
+    return f"{HEADER}{note}zone ernie_vllm_keyed 256k;\n{how}{kept}"
+
+
+def marks_of(text: str) -> dict[int, bool]:
+    """Port -> marked `down` (out of rotation), for every loopback server line of an include."""
+    return {int(m.group(1)): bool(re.search(r"\bdown\b", m.group(2))) for m in SERVER_LINE.finditer(text)}
+
+
+def with_marks(text: str, down: frozenset[int]) -> str:
+    """The include with exactly the ports in `down` marked `down` (the pool watch's one edit); nothing else changes."""
+
+    def mark(m: re.Match) -> str:
+        params = re.sub(r"\s+down\b", "", m.group(2))
+        return f"{m.group(0)[: m.start(2) - m.start(0)]}{params}{' down' if int(m.group(1)) in down else ''};"
+
+    return SERVER_LINE.sub(mark, text)
 
 
 def render_upstream(port: int, previous: int | None = None) -> str:
@@ -165,9 +195,11 @@ def shares(weights: dict[int, int]) -> dict[int, float]:
 
 
 class Gateway:
-    def __init__(self, cfg: GatewayConfig):
+    def __init__(self, cfg: GatewayConfig, session_affinity: bool = True):
         self.cfg = cfg
         self.upstream = Path(cfg.upstream_file)
+        self.keyed = self.upstream.with_name(KEYED_NAME)
+        self.session_affinity = session_affinity  # pool.session_affinity: how the keyed twin chooses
 
     # -- reading ---------------------------------------------------------------------------
     def read_upstream(self) -> str:
@@ -242,8 +274,18 @@ class Gateway:
 
     # -- writing ---------------------------------------------------------------------------
     def write_upstream(self, text: str) -> None:
-        """Atomic replace: a concurrent reload sees the old file or the new one, never half."""
+        """Atomic replace of the include and its keyed twin (`render_keyed`): a concurrent reload sees the old file
+        or the new one, never half. The twin first: a reader of upstream.conf (the truth) never sees a route the
+        twin has not got yet."""
+        atomic.write_text(self.keyed, render_keyed(text, self.session_affinity))
         atomic.write_text(self.upstream, text)  # keeps the file's mode (0644 when new)
+
+    def keyed_in_step(self) -> bool:
+        """Whether the keyed twin is what upstream.conf makes it (False on a host upgraded from before the twin)."""
+        try:
+            return self.keyed.read_text() == render_keyed(self.read_upstream(), self.session_affinity)
+        except FileNotFoundError:
+            return False
 
     def switch(self, port: int) -> None:
         """All traffic to `port` (from one port or a canary split)."""
@@ -253,6 +295,10 @@ class Gateway:
     def split(self, source: int, target: int, percent: int, sticky: str = "none") -> None:
         """A canary step: `percent` of requests to `target` (`render_split`)."""
         self._replace(render_split(source, target, percent, sticky))
+
+    def mark_down(self, down: frozenset[int]) -> None:
+        """Take the ports in `down` out of rotation and put every other back (the pool watch), on the include as it is."""
+        self._replace(with_marks(self.read_upstream(), down))
 
     def _replace(self, text: str) -> None:
         """Write, `nginx -t`, reload. On any failure the previous file is back in place."""

@@ -126,7 +126,7 @@ class RealHost:
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
-        self.gw = Gateway(cfg.gateway)
+        self.gw = Gateway(cfg.gateway, cfg.pool.session_affinity)
         self._client: httpx.Client | None = None
 
     def _http(self) -> httpx.Client:

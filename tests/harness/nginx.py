@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from ernie_ops.traffic import gateway
 from tests.conftest import free_port
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -136,7 +137,9 @@ def prepare(
     (conf / "ernie-ops" / "edge-listen.conf").write_text(
         f"listen 127.0.0.1:{edge_port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n"
     )
-    (conf / "ernie-ops" / "upstream.conf").write_text(f"server 127.0.0.1:{upstream_port} max_fails=0;\n")
+    upstream = f"server 127.0.0.1:{upstream_port} max_fails=0;\n"
+    (conf / "ernie-ops" / "upstream.conf").write_text(upstream)
+    (conf / "ernie-ops" / gateway.KEYED_NAME).write_text(gateway.render_keyed(upstream))  # what route --init writes beside it
     (conf / "ernie-ops" / "chat-upstream.conf").write_text(f"server 127.0.0.1:{chat_port};\n")
     if api_keys:  # what the role's api-keys.map.j2 writes
         (conf / "ernie-ops" / "api-keys.map").write_text("default 1;\n" + "".join(f'"Bearer {k}" 0;\n' for k in api_keys))

@@ -98,12 +98,15 @@ def test_a_pid_file_naming_a_process_that_is_not_nginx_is_not_a_running_nginx(si
     assert [s.name for s in res.steps] == ["preflight"]
 
 
-def test_nginx_takes_a_pool_include_in_the_shipped_upstream_block(tmp_path):
-    """Pool step 2: `render_pool`'s unkeyed include (least_conn, a zone, a replica down) in the project's unchanged
-    ernie-ops.conf passes `nginx -t` (the balancing method before the block's own keepalive, as nginx requires)."""
+def test_nginx_takes_a_pool_include_and_its_keyed_twin_in_the_shipped_upstream_blocks(tmp_path):
+    """`render_pool`'s include (least_conn, a zone, a replica down) and its keyed twin (`hash` on the session key, or
+    the pool's own balancing with affinity off), as `Gateway.write_upstream` writes them, in the project's unchanged
+    ernie-ops.conf pass `nginx -t` without a warning (two balancing methods in one block are only a warning there)."""
     from ernie_ops.traffic import gateway
 
     ng = nginx.prepare(tmp_path / "ng", free_port(), free_port())
-    ng.upstream_file.write_text(gateway.render_pool([8000, 8002, 8004], down=frozenset({8002})))
-    checked = subprocess.run([nginx.NGINX, "-t", *ng.args], capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stderr
+    for affinity in (True, False):
+        gw = gateway.Gateway(config.GatewayConfig(**ng.gateway_config()), session_affinity=affinity)
+        gw.write_upstream(gateway.render_pool([8000, 8002, 8004], down=frozenset({8002})))
+        checked = subprocess.run([nginx.NGINX, "-t", *ng.args], capture_output=True, text=True)
+        assert checked.returncode == 0 and "[warn]" not in checked.stderr, (affinity, checked.stderr, gw.keyed.read_text())

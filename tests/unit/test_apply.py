@@ -15,7 +15,7 @@ import pytest
 from ernie_ops import config
 from ernie_ops.errors import UsageError
 from ernie_ops.host import apply, systemd
-from ernie_ops.traffic import cutover
+from ernie_ops.traffic import cutover, gateway
 from ernie_ops.traffic.gateway import GatewayError
 from tests.harness import runbook_host
 
@@ -53,6 +53,20 @@ def test_route_init_writes_only_on_a_fresh_host(tmp_path):
     assert r.changed and apply.route(cfg).routed_port == 8001 and not apply.route(cfg).initial
     again = apply.init_route(cfg, 8000)  # an existing route wins over the initial port
     assert not again.changed and again.routed_port == 8001
+
+
+def test_route_init_gives_a_host_from_before_the_keyed_twin_the_twin_of_its_route(tmp_path):
+    """An upgraded host has upstream.conf (a cutover left it on 8001) and no upstream-keyed.conf, which the new
+    ernie-ops.conf includes: route --init writes the twin of the route it has (never the initial port), once."""
+    cfg = _cfg(tmp_path, "server 127.0.0.1:8001 max_fails=0;\n")
+    twin = tmp_path / "upstream-keyed.conf"
+    assert apply.init_route(cfg, 8000, check=True).changed and not twin.exists()
+    r = apply.init_route(cfg, 8000)
+    assert r.changed and r.routed_port == 8001 and gateway.parse_ports(twin.read_text()) == [8001]
+    assert (tmp_path / "upstream.conf").read_text() == "server 127.0.0.1:8001 max_fails=0;\n"  # the route itself untouched
+    assert not apply.init_route(cfg, 8000).changed
+    twin.write_text("server 127.0.0.1:8000;\n")  # out of step (edited by hand): put back in step
+    assert apply.init_route(cfg, 8000).changed and gateway.parse_ports(twin.read_text()) == [8001]
 
 
 def test_route_refuses_an_include_naming_a_port_the_config_does_not_list(tmp_path):

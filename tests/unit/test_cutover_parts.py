@@ -63,8 +63,15 @@ def test_a_pool_renders_every_replica_in_rotation_and_a_down_one_stays_listed_ou
     assert "least_conn;\n" in text and "zone ernie_vllm 256k;\n" in text and "hash" not in text
     assert gateway.parse_ports(text) == [8000, 8002, 8006]  # in rotation: the down one is not
     assert "server 127.0.0.1:8004 max_fails=1 fail_timeout=5s down;" in text
-    keyed = gateway.render_pool([8000, 8002], keyed=True)
+    keyed = gateway.render_keyed(text)  # the twin: same servers, marks kept, chosen by the session key
     assert "hash $ernie_session_key consistent;\n" in keyed and "zone ernie_vllm_keyed 256k;" in keyed and "least_conn" not in keyed
+    assert gateway.parse_ports(keyed) == [8000, 8002, 8006] and "8004 max_fails=1 fail_timeout=5s down;" in keyed
+    unkeyed = gateway.render_keyed(text, session_affinity=False)  # affinity off: balanced as the unkeyed group is
+    assert "least_conn;\n" in unkeyed and "hash" not in unkeyed and "zone ernie_vllm_keyed 256k;" in unkeyed
+    split = gateway.render_split(8000, 8001, 25, "api_key")  # a canary step: a conversation stays on one side
+    assert gateway.parse_weights(gateway.render_keyed(split)) == {8000: 75, 8001: 25}
+    assert gateway.render_keyed(split).count("hash ") == 1 and "$ernie_sticky_key" not in gateway.render_keyed(split)
+    assert "$ernie_sticky_key" in gateway.render_keyed(split, session_affinity=False)
     assert "least_conn" not in gateway.render_pool([8000, 8002], balance="round_robin")
     with pytest.raises(ValueError, match="'random' is not least_conn or round_robin"):
         gateway.render_pool([8000], balance="random")
@@ -80,7 +87,8 @@ def test_upstream_write_is_atomic_and_keeps_mode(tmp_path):
     gw.write_upstream(gateway.render_upstream(8001))
     assert gw.active_port() == 8001
     assert f.stat().st_mode & 0o777 == 0o640
-    assert [p.name for p in tmp_path.iterdir()] == ["upstream.conf"]  # no temp file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["upstream-keyed.conf", "upstream.conf"]  # no temp file left
+    assert gw.keyed_in_step() and gateway.parse_ports((tmp_path / "upstream-keyed.conf").read_text()) == [8001]
 
 
 def test_missing_upstream_and_several_ports_are_clear_errors(tmp_path):
