@@ -31,8 +31,10 @@ from ernie_ops.cli import (
     evaluate,
     gateway,
     hr,
+    layout,
     logs,
     monitoring,
+    pool,
     route,
     serve,
     status,
@@ -44,7 +46,8 @@ from ernie_ops.errors import ErnieOpsError
 
 # The command groups in the order `ernie-ops --help` lists them.
 GROUPS = (
-    serve, cutover, bench, evaluate, logs, top, monitoring, gateway, status, route, apply, config_check, chat, docs, hr, copy, chat_user,
+    serve, cutover, bench, evaluate, logs, top, monitoring, gateway, status, route, layout, pool, apply, config_check, chat, docs, hr, copy,
+    chat_user,
 )  # fmt: skip
 
 

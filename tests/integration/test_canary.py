@@ -187,6 +187,71 @@ def test_a_sticky_split_keeps_each_api_key_on_one_side_and_a_plain_one_spreads(s
         gw.apply()
 
 
+def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_one_and_heals(site):
+    """Pool routing and self-healing (issue 33) on real nginx and vLLM: the site's two instances as a pool
+    (`render_pool`, written with its keyed twin by `Gateway.write_upstream`). Requests without a key meet both; every
+    request of one session, sent by the chat's own client with its thread id, meets one instance, and the sessions
+    spread over both. Then one instance hangs (SIGSTOP: its port still accepts): the pool watch takes it out of
+    rotation, every request meets the other; it resumes: the watch puts it back."""
+    import asyncio
+
+    from ernie_ops.client.gateway import GatewayClient, ReplyStats, Timeouts
+    from ernie_ops.traffic import pool_watch
+    from ernie_ops.traffic.gateway import Gateway, marks_of, render_pool
+    from tests.harness.tiny_model import SERVED_NAME
+
+    gw = Gateway(site.cfg.gateway)
+    before = gw.read_upstream()
+    a, b = f"127.0.0.1:{site.a}", f"127.0.0.1:{site.b}"
+
+    async def sessions() -> dict[str, set[str]]:
+        client = GatewayClient(site.ng.url, SERVED_NAME, Timeouts(read=30))
+        seen: dict[str, set[str]] = {}
+        try:
+            for i in range(24):
+                key, stats = f"thread-{i % 8}", ReplyStats()
+                await client.complete([{"role": "user", "content": "Hello"}], 1, 0.0, stats, session=key)
+                seen.setdefault(key, set()).add(stats.upstream)
+        finally:
+            await client.aclose()
+        return seen
+
+    def plain(n: int = 20) -> set[str]:
+        with httpx.Client(timeout=5) as c:
+            return {c.get(f"{site.ng.url}/v1/models").headers["x-ernie-upstream"] for _ in range(n)}
+
+    hung = site.engines[site.b].engine()
+    lines: list[str] = []
+    try:
+        gw.write_upstream(render_pool([site.a, site.b]))
+        gw.apply()
+        time.sleep(1.0)  # right after a reload, old workers (the previous config) may still take a connection
+        keyed, spread = asyncio.run(sessions()), plain()
+        hung.suspend()
+        t0 = time.monotonic()
+        pool_watch.run(site.cfg, lines.append, rounds=3)
+        out_after = time.monotonic() - t0
+        marks_hung = marks_of(gw.read_upstream())
+        time.sleep(1.0)
+        while_hung = plain(10)
+        hung.resume()
+        pool_watch.run(site.cfg, lines.append, rounds=3)
+        marks_back = marks_of(gw.read_upstream())
+    finally:
+        hung.resume()
+        gw.write_upstream(before)
+        gw.apply()
+    print(f"\nsessions -> instance: { {k: sorted(v) for k, v in keyed.items()} }; plain requests met {sorted(spread)}")
+    print(f"pool watch ({out_after:.1f} s for 3 rounds):\n" + "\n".join(lines))
+    assert all(len(v) == 1 for v in keyed.values()), keyed  # each session stayed on one instance
+    assert len(set().union(*keyed.values())) == 2, keyed  # and the sessions are spread over both
+    assert spread == {a, b}, spread
+    assert lines[0] == f"replica {site.b} out of rotation: /health timed out (1 s) (2 times in a row)", lines
+    assert marks_hung == {site.a: False, site.b: True} and while_hung == {a}, (marks_hung, while_hung)
+    assert lines[1:] == [f"replica {site.b} back in rotation: /health answered 2 times in a row"], lines
+    assert marks_back == {site.a: False, site.b: False}
+
+
 def test_a_cutover_killed_mid_canary_is_flagged_and_a_rerun_takes_it_over(site):
     run_proc = _spawn(site, site.b, "--canary", "50", "--bake", "5")
     try:

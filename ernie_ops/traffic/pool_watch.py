@@ -1,0 +1,131 @@
+"""The pool's self-healing (issue 33, docs/design/replica-pool.md): a replica whose /health stops answering leaves
+rotation, and comes back once it answers again.
+
+Why a watch and not nginx alone: a dead replica's port refuses connections and nginx already tries the next replica
+before any byte is sent (`proxy_next_upstream error`), but a hung one (SIGSTOP, a stuck engine) still accepts them: the
+kernel completes the handshake, and open-source nginx has no active health checks. So every second each replica's
+/health is asked with a short timeout; FAILS_TO_LEAVE misses in a row mark its `server` line `down` (one write, `nginx
+-t`, reload: `Gateway.mark_down`), OKS_TO_RETURN answers in a row (systemd restarted it, READY) clear the mark. The
+last replica in rotation never leaves: a pool with none answers nothing, and the alert says it is degraded.
+
+The include is the truth: the watch reads the ports and their marks from it each round, and leaves the include alone
+while a cutover holds the state lock (the cutover writes it then). Pure decisions (`Tracker`), host operations passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ernie_ops.host.state import LockHeld
+
+FAILS_TO_LEAVE = 2  # misses in a row: one lost probe (a GC pause) moves nothing
+OKS_TO_RETURN = 2
+PROBE_TIMEOUT_SECONDS = 1.0
+INTERVAL_SECONDS = 1.0  # with 2 misses of 1 s: a hung replica is out within ~3-4 s (the issue asks for 5)
+
+
+@dataclass(frozen=True)
+class Change:
+    port: int
+    down: bool
+    reason: str
+
+    def sentence(self) -> str:
+        return f"replica {self.port} {'out of' if self.down else 'back in'} rotation: {self.reason}"
+
+
+@dataclass
+class Tracker:
+    """Consecutive probe results per replica, and the decisions they make."""
+
+    fails: dict[int, int] = field(default_factory=dict)
+    oks: dict[int, int] = field(default_factory=dict)
+
+    def observe(self, results: dict[int, str | None], down: frozenset[int]) -> list[Change]:
+        """`results`: port -> None (healthy) or what failed; `down`: the ports the include marks down now."""
+        changes: list[Change] = []
+        for port in sorted(results):  # counts first, and returns before leaves: a returning replica lets another go
+            if results[port] is None:
+                self.fails[port], self.oks[port] = 0, self.oks.get(port, 0) + 1
+                if port in down and self.oks[port] >= OKS_TO_RETURN:
+                    changes.append(Change(port, False, f"/health answered {self.oks[port]} times in a row"))
+            else:
+                self.oks[port], self.fails[port] = 0, self.fails.get(port, 0) + 1
+        in_rotation = (set(results) - down) | {c.port for c in changes}
+        for port in sorted(results):
+            failed = results[port]
+            if failed is not None and port not in down and self.fails[port] >= FAILS_TO_LEAVE and len(in_rotation) > 1:
+                changes.append(Change(port, True, f"{failed} ({self.fails[port]} times in a row)"))
+                in_rotation.discard(port)
+        return changes
+
+
+@dataclass
+class Round:
+    changes: list[Change]
+    skipped: str | None = None  # why the include was left alone this round (a cutover holds the lock)
+
+
+def watch_once(
+    tracker: Tracker,
+    read_marks: Callable[[], dict[int, bool]],
+    probe: Callable[[int], str | None],
+    apply_marks: Callable[[frozenset[int]], None],
+) -> Round:
+    """One round: read the pool (port -> marked down) from the include, probe every replica, and write the marks the
+    probes call for (`apply_marks` raises LockHeld while a cutover owns the include: this round is skipped)."""
+    marks = read_marks()
+    down = frozenset(p for p, is_down in marks.items() if is_down)
+    changes = tracker.observe({port: probe(port) for port in marks}, down)
+    if not changes:
+        return Round([])
+    new_down = (down | {c.port for c in changes if c.down}) - {c.port for c in changes if not c.down}
+    try:
+        apply_marks(new_down)
+    except LockHeld as exc:
+        return Round([], skipped=str(exc))
+    return Round(changes)
+
+
+def probe_health(port: int, timeout: float = PROBE_TIMEOUT_SECONDS) -> str | None:
+    """None when the replica's /health answers 200 within `timeout`; else what went wrong, as a journal reads it."""
+    import httpx  # lazy: the CLI's start-up
+
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=timeout)
+    except httpx.TimeoutException:
+        return f"/health timed out ({timeout:g} s)"
+    except httpx.ConnectError:
+        return "connection refused"
+    except httpx.HTTPError as exc:
+        return f"/health failed ({type(exc).__name__})"
+    return None if r.status_code == 200 else f"/health answered {r.status_code}"
+
+
+def run(cfg, say: Callable[[str], None], rounds: int | None = None, sleep: Callable[[float], None] | None = None) -> None:
+    """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`: a bounded run, for tests). Each
+    change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both)."""
+    import time
+    from pathlib import Path
+
+    from ernie_ops.host import state
+    from ernie_ops.traffic.canary.rollout import journal
+    from ernie_ops.traffic.gateway import Gateway, marks_of
+
+    gw = Gateway(cfg.gateway, cfg.pool.session_affinity)
+    state_dir = Path(cfg.paths.state_dir)
+    tracker = Tracker()
+
+    def apply(down: frozenset[int]) -> None:
+        with state.cutover_lock(state_dir, "pool watch: marking replicas"):
+            gw.mark_down(down)
+
+    n = 0
+    while rounds is None or n < rounds:
+        r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), probe_health, apply)
+        for change in r.changes:
+            say(change.sentence())
+            journal(f"pool: {change.sentence()}")
+        n += 1
+        (sleep or time.sleep)(INTERVAL_SECONDS)

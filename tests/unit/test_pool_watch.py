@@ -1,0 +1,70 @@
+"""The pool watch's decisions (traffic/pool_watch.py) and its one edit of the include (gateway.with_marks)."""
+
+from __future__ import annotations
+
+from ernie_ops.host.state import LockHeld
+from ernie_ops.traffic import gateway
+from ernie_ops.traffic.pool_watch import Change, Tracker, watch_once
+
+HUNG = "/health timed out (1.0 s)"
+
+
+def test_a_replica_leaves_after_two_misses_in_a_row_and_returns_after_two_answers():
+    t = Tracker()
+    assert t.observe({8000: None, 8002: HUNG}, frozenset()) == []  # one miss (a GC pause) moves nothing
+    assert t.observe({8000: None, 8002: None}, frozenset()) == []  # and an answer resets the count
+    assert t.observe({8000: None, 8002: HUNG}, frozenset()) == []
+    [out] = t.observe({8000: None, 8002: HUNG}, frozenset())
+    assert out == Change(8002, True, f"{HUNG} (2 times in a row)")
+    assert out.sentence() == f"replica 8002 out of rotation: {HUNG} (2 times in a row)"
+    assert t.observe({8000: None, 8002: None}, frozenset({8002})) == []
+    [back] = t.observe({8000: None, 8002: None}, frozenset({8002}))
+    assert back.sentence() == "replica 8002 back in rotation: /health answered 2 times in a row"
+
+
+def test_the_last_replica_in_rotation_never_leaves_and_one_coming_back_lets_the_others_go():
+    refused = "connection refused"
+    t = Tracker()
+    for _ in range(2):
+        changes = t.observe({8000: refused, 8002: refused}, frozenset())
+    assert changes == [Change(8000, True, f"{refused} (2 times in a row)")]  # 8002 stays: a pool with none answers nothing
+    assert t.observe({8000: refused, 8002: refused}, frozenset({8000})) == []
+    t = Tracker()
+    for _ in range(2):
+        changes = t.observe({8000: refused, 8002: refused, 8004: None}, frozenset({8004}))
+    assert [(c.port, c.down) for c in changes] == [(8004, False), (8000, True), (8002, True)]
+
+
+def test_a_round_writes_the_marks_the_probes_call_for_and_skips_while_a_cutover_holds_the_include():
+    include = gateway.render_pool([8000, 8002])
+    writes: list[frozenset[int]] = []
+    health = {8000: None, 8002: HUNG}
+
+    def apply(down: frozenset[int]) -> None:
+        nonlocal include
+        writes.append(down)
+        include = gateway.with_marks(include, down)
+
+    t = Tracker()
+    for _ in range(2):
+        r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+    assert [c.port for c in r.changes] == [8002] and writes == [frozenset({8002})]
+    assert "server 127.0.0.1:8002 max_fails=1 fail_timeout=5s down;" in include and gateway.parse_ports(include) == [8000]
+
+    def held(down: frozenset[int]) -> None:
+        raise LockHeld("another cutover is running (pid 7, cutover to 8001)")
+
+    health[8002] = None
+    watch_once(t, lambda: gateway.marks_of(include), health.get, held)
+    r = watch_once(t, lambda: gateway.marks_of(include), health.get, held)
+    assert r.changes == [] and "another cutover is running" in r.skipped
+    r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)  # the lock is free again: it comes back now
+    assert [c.sentence() for c in r.changes] == ["replica 8002 back in rotation: /health answered 3 times in a row"]
+    assert gateway.parse_ports(include) == [8000, 8002] and "down" not in include
+
+
+def test_marks_change_only_the_down_flag_of_each_server_line():
+    split = gateway.render_split(8000, 8001, 25)
+    marked = gateway.with_marks(split, frozenset({8001}))
+    assert marked.replace(" down;", ";") == split and gateway.marks_of(marked) == {8000: False, 8001: True}
+    assert gateway.with_marks(marked, frozenset()) == split
