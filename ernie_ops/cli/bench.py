@@ -23,6 +23,7 @@ def register(sub: Subcommands) -> None:
     b.add_argument("--prompt-tokens", type=int, default=512)
     b.add_argument("--max-tokens", type=int, default=256)
     b.add_argument("--processes", type=int, default=0, help="worker processes (default: by cores and concurrency)")
+    b.add_argument("--rate", type=float, help="requests a second in all, evenly spaced (default: each stream back to back)")
     b.add_argument("--json", action="store_true", help="machine-readable report")
     b.set_defaults(func=run)
 
@@ -35,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.load(args.config)
     if args.concurrency < 1 or (args.count is not None and args.count < 1) or (args.duration is not None and args.duration <= 0):
         raise UsageError("concurrency, count and duration must be positive")
+    if args.rate is not None and args.rate <= 0:
+        raise UsageError(f"--rate {args.rate:g}: give the requests a second, more than 0")
     prompt, out = args.prompt_tokens, args.max_tokens
     budget = cfg.vllm.max_model_len - 8  # room for special tokens of the template
     if prompt + out > budget:
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         url=url.rstrip("/"), model=cfg.model.served_name, concurrency=args.concurrency,
         duration=None if args.count else (args.duration or 30.0), count=args.count,
         prompt_tokens=prompt, max_tokens=out, api_key=os.environ.get("ERNIE_OPS_API_KEY"), processes=args.processes,
-        ca_file=cfg.gateway.ca_file if url.startswith("https:") else None,
+        ca_file=cfg.gateway.ca_file if url.startswith("https:") else None, rate=args.rate,
     )  # fmt: skip
     if args.json:
         report = bench.run(spec)

@@ -44,6 +44,10 @@ class BenchSpec:
     # parses a streamed response for a fraction of h11's CPU: the bench must not be the bottleneck.
     transport: str = "aiohttp"
     ca_file: str | None = None  # an https gateway's CA (gateway.ca_file); None: the system's trust store
+    # Requests a second in all, evenly spaced (each of the `concurrency` streams waits for its slot); None: each
+    # stream sends its next request as soon as one ends. A steady arrival rate is how a service is loaded (vLLM's
+    # own benchmark has --request-rate); back to back, even one stream keeps an engine's step loop busy.
+    rate: float | None = None
 
     def worker_count(self) -> int:
         if self.processes:
@@ -195,8 +199,20 @@ async def _worker(spec: BenchSpec, concurrency: int, quota: int | None, deadline
         remaining[0] -= 1
         return True
 
-    async def loop() -> None:
-        while take():
+    # this process's share of the rate, its streams' slots interleaved: stream k sends at t0 + (n * streams + k) / rate
+    rate = spec.rate * concurrency / spec.concurrency if spec.rate else None
+    t0 = time.monotonic()
+
+    async def loop(k: int) -> None:
+        n = 0
+        while True:
+            if rate is not None:
+                wait = t0 + (n * concurrency + k) / rate - time.monotonic()
+                n += 1
+                if wait > 0:
+                    await asyncio.sleep(min(wait, deadline - time.monotonic()) if deadline is not None else wait)
+            if not take():
+                break
             rec = await _request(client, spec, body, headers)
             records.append(rec)
             if progress is not None:
@@ -204,7 +220,7 @@ async def _worker(spec: BenchSpec, concurrency: int, quota: int | None, deadline
                     progress[0 if rec.ok else 1] += 1
 
     async with make_client(spec, concurrency) as client:
-        await asyncio.gather(*(loop() for _ in range(concurrency)))
+        await asyncio.gather(*(loop(k) for k in range(concurrency)))
     return records
 
 

@@ -177,3 +177,17 @@ def test_reloads_lose_no_request_of_a_client_that_never_retries(stack):
     print(f"\n{reloads} reloads under 8 non-retrying clients: {results['ok']} ok, {results['failed']} failed")
     assert results["ok"] > 200
     assert results["failed"] == 0, results["errors"][:5]
+
+
+def test_bench_at_a_rate_sends_no_more_than_the_rate_and_back_to_back_sends_more(stack):
+    """`ernie-ops bench --rate`: 4 requests a second for 3 s over 2 streams is 12 slots (0, 0.25 ... 2.75 s): never
+    more, fewer only if the engine falls behind; back to back the same streams send as fast as replies come."""
+    from ernie_ops.observe import bench
+
+    _, ng, _ = stack
+    spec = bench.BenchSpec(url=ng.url, model=SERVED_NAME, concurrency=2, duration=3.0, prompt_tokens=8, max_tokens=4, rate=4.0)
+    paced = bench.run(spec)
+    free = bench.run(bench.BenchSpec(**{**spec.__dict__, "rate": None}))
+    print(f"\nbench 3 s, 2 streams: --rate 4: {paced.requests} requests; back to back: {free.requests}")
+    assert paced.failed == 0 and 6 <= paced.requests <= 12, paced
+    assert free.failed == 0 and free.requests > paced.requests, (free, paced)
