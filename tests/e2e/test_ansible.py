@@ -626,6 +626,9 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         chat.login(USER, PASSWORD)
         chat.wait_ready()
         assert page.evaluate("performance.getEntriesByType('navigation')[0].nextHopProtocol") == "h2"
+        # the login cookie the edge passed on: Secure (the edge adds it: Chainlit sets it only with SameSite=None), HttpOnly
+        login = [c for c in page.context.cookies() if c["name"].startswith("access_token")]
+        assert login and all(c["secure"] and c["httpOnly"] for c in login), login
         first = chat.reply(chat.send("Hello"))
         sockets = chat.sockets
         run = fleet.playbook("site.yml", **settled(kb, hr))
