@@ -103,8 +103,8 @@ def probe_health(port: int, timeout: float = PROBE_TIMEOUT_SECONDS) -> str | Non
     return None if r.status_code == 200 else f"/health answered {r.status_code}"
 
 
-def run(cfg, say: Callable[[str], None], rounds: int | None = None, sleep: Callable[[float], None] | None = None) -> None:
-    """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`: a bounded run, for tests). Each
+def run(cfg, say: Callable[[str], None], rounds: int | None = None, stopped: Callable[[], bool] = lambda: False) -> None:
+    """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`, `stopped`: a bounded run). Each
     change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both)."""
     import time
     from pathlib import Path
@@ -122,10 +122,10 @@ def run(cfg, say: Callable[[str], None], rounds: int | None = None, sleep: Calla
             gw.mark_down(down)
 
     n = 0
-    while rounds is None or n < rounds:
+    while (rounds is None or n < rounds) and not stopped():
         r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), probe_health, apply)
         for change in r.changes:
             say(change.sentence())
             journal(f"pool: {change.sentence()}")
         n += 1
-        (sleep or time.sleep)(INTERVAL_SECONDS)
+        time.sleep(INTERVAL_SECONDS)
