@@ -50,8 +50,8 @@ def single(accelerator: str, vcpus: int) -> list[dict]:
         return [{"port": BASE_PORT, "gpu": 0}, {"port": BASE_PORT + 1, "gpu": 0}]
     if vcpus <= 1:
         return [{"port": BASE_PORT, "cpu_cores": "0"}]
-    half = vcpus // 2
-    return [{"port": BASE_PORT, "cpu_cores": cores(0, half)}, {"port": BASE_PORT + 1, "cpu_cores": cores(half, vcpus - half)}]
+    half = vcpus // 2  # written "first-last" even for one core: the exact text hosts provisioned before pools have
+    return [{"port": BASE_PORT, "cpu_cores": f"0-{half - 1}"}, {"port": BASE_PORT + 1, "cpu_cores": f"{half}-{vcpus - 1}"}]
 
 
 def pool(accelerator: str, replicas: int | None, gpus: list[Gpu], vcpus: int, cores_per_replica: int) -> list[dict]:

@@ -22,18 +22,22 @@ BIN = Path(sys.executable).parent
 
 def run(
     tmp_path: Path, role: str, steps: list[str], hosts: dict[str, dict], args: tuple[str, ...] = (),
-    groups: dict[str, list[str]] | None = None, **variables: object,
+    groups: dict[str, list[str]] | None = None, before: list[dict] | None = None, after: list[dict] | None = None,
+    **variables: object,
 ) -> Run:  # fmt: skip
     """The role's tasks files `steps` on local `hosts` (members of `groups`, e.g. {"ernie_inference": [...]});
-    `variables` as -e (they beat every other variable)."""
+    `variables` as -e (they beat every other variable). `before`/`after`: tasks of the play around them (`after` sees
+    the role's variables: the include is public then), e.g. another role's step whose facts this one reads."""
     work = tmp_path / "ansible"
     work.mkdir(exist_ok=True)
     inventory: dict = {"all": {"hosts": {name: {"ansible_python_interpreter": sys.executable, **v} for name, v in hosts.items()}}}
     if groups:
         inventory["all"]["children"] = {g: {"hosts": {h: {} for h in members}} for g, members in groups.items()}
     (work / "hosts.yml").write_text(yaml.safe_dump(inventory, allow_unicode=True))
-    step = {"ansible.builtin.include_role": {"name": role, "tasks_from": "{{ item }}"}, "loop": "{{ steps }}"}
-    (work / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "connection": "local", "gather_facts": False, "tasks": [step]}]))
+    step = {"ansible.builtin.include_role": {"name": role, "tasks_from": "{{ item }}", **({"public": True} if after else {})},
+            "loop": "{{ steps }}"}  # fmt: skip
+    tasks = [*(before or []), step, *(after or [])]
+    (work / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "connection": "local", "gather_facts": False, "tasks": tasks}]))
     (work / "vars.json").write_text(json.dumps({"steps": steps, **variables}, ensure_ascii=False))
     env = dict(os.environ, ANSIBLE_ROLES_PATH=str(ROLES), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_HOME=str(work / "home"),
                ANSIBLE_LOCAL_TEMP=str(work / "tmp"), ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACK_RESULT_FORMAT="json")  # fmt: skip

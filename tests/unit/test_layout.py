@@ -35,6 +35,8 @@ def test_one_replica_is_the_routed_instance_and_its_spare_as_before():
     cpu = layout.layout("cpu", None, [], vcpus=6)  # no cores_per_replica: today's pair on halves
     assert cpu.instances == [{"port": 8000, "cpu_cores": "0-2"}, {"port": 8001, "cpu_cores": "3-5"}]
     assert layout.layout("cpu", None, [], vcpus=1).instances == [{"port": 8000, "cpu_cores": "0"}]
+    # the text hosts provisioned before pools have (their ernie.yaml, and so their engine, stays as it was)
+    assert [i["cpu_cores"] for i in layout.layout("cpu", None, [], vcpus=2).instances] == ["0-0", "1-1"]
     assert layout.layout("cpu", None, [], vcpus=4, cores_per_replica=4).replicas == 1  # a pool of one is the pair
     assert as_config(cpu, "cpu").slots()[0].ports == (8000, 8001)
 
