@@ -24,7 +24,7 @@ class FixedAnswers:
     def __init__(self, answers: dict[str, str], fail: ChatError | None = None):
         self.answers, self.fail, self.requests = answers, fail, []
 
-    async def stream(self, messages, max_tokens, temperature, stats=None, extra=None):
+    async def stream(self, messages, max_tokens, temperature, stats=None, extra=None, session=None):
         self.requests.append({"messages": messages, "max_tokens": max_tokens, "temperature": temperature})
         if self.fail is not None:
             raise self.fail
@@ -142,7 +142,7 @@ class CopyAnswers:
     def __init__(self, posts: list[str]):
         self.posts, self.requests = list(posts), []
 
-    async def stream(self, messages, max_tokens, temperature, stats=None, extra=None):
+    async def stream(self, messages, max_tokens, temperature, stats=None, extra=None, session=None):
         self.requests.append({"temperature": temperature, "extra": extra})
         yield json.dumps({"posts": [self.posts.pop(0)]}, ensure_ascii=False)
 
