@@ -96,8 +96,6 @@ def layout(accelerator: str, replicas: int | None, gpus: list[Gpu], vcpus: int, 
         raise UsageError(f"accelerator {accelerator!r}: give gpu or cpu (the one provisioning resolved)")
     if replicas is None and accelerator == "cpu" and cores_per_replica is None:
         replicas = 1
-    if replicas is None and accelerator == "gpu" and len(gpus) == 1:
-        replicas = 1
     if replicas == 1:
         return Layout(1, single(accelerator, vcpus))
     found = pool(accelerator, replicas, gpus, vcpus, 1 if cores_per_replica is None else cores_per_replica)
