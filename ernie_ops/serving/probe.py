@@ -29,12 +29,22 @@ class GateResult:
     seconds: float
 
 
+def health_problem(client: httpx.Client, base: str, timeout: float) -> str | None:
+    """None when /health answers 200 within `timeout`; else what went wrong, as a journal line reads it."""
+    try:
+        status = client.get(f"{base}/health", timeout=timeout).status_code
+    except httpx.TimeoutException:
+        return f"/health timed out ({timeout:g} s)"
+    except httpx.ConnectError:
+        return "connection refused"
+    except httpx.HTTPError as exc:
+        return f"/health failed ({type(exc).__name__})"
+    return None if status == 200 else f"/health answered {status}"
+
+
 def alive(client: httpx.Client, base: str, timeout: float) -> bool:
     """True when /health answers 200 within `timeout`; connection refused is the normal 'still loading'."""
-    try:
-        return client.get(f"{base}/health", timeout=timeout).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return health_problem(client, base, timeout) is None
 
 
 def served_models(client: httpx.Client, base: str, timeout: float) -> list[str]:

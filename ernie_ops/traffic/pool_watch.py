@@ -88,44 +88,37 @@ def watch_once(
     return Round(changes)
 
 
-def probe_health(port: int, timeout: float = PROBE_TIMEOUT_SECONDS) -> str | None:
-    """None when the replica's /health answers 200 within `timeout`; else what went wrong, as a journal reads it."""
-    import httpx  # lazy: the CLI's start-up
-
-    try:
-        r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=timeout)
-    except httpx.TimeoutException:
-        return f"/health timed out ({timeout:g} s)"
-    except httpx.ConnectError:
-        return "connection refused"
-    except httpx.HTTPError as exc:
-        return f"/health failed ({type(exc).__name__})"
-    return None if r.status_code == 200 else f"/health answered {r.status_code}"
-
-
 def run(cfg, say: Callable[[str], None], rounds: int | None = None, stopped: Callable[[], bool] = lambda: False) -> None:
     """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`, `stopped`: a bounded run). Each
     change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both)."""
     import time
     from pathlib import Path
 
+    import httpx
+
     from ernie_ops.host import state
+    from ernie_ops.serving import probe
     from ernie_ops.traffic.canary.rollout import journal
     from ernie_ops.traffic.gateway import Gateway, marks_of
 
     gw = Gateway(cfg.gateway, cfg.pool.session_affinity)
     state_dir = Path(cfg.paths.state_dir)
     tracker = Tracker()
+    client = httpx.Client()  # one for the watch's life, every second of it: not a client (and TLS context) per probe
+
+    def health(port: int) -> str | None:
+        return probe.health_problem(client, probe.base_url(port), PROBE_TIMEOUT_SECONDS)
 
     def apply(down: frozenset[int]) -> None:
         with state.cutover_lock(state_dir, "pool watch: marking replicas"):
             gw.mark_down(down)
 
     n = 0
-    while (rounds is None or n < rounds) and not stopped():
-        r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), probe_health, apply)
-        for change in r.changes:
-            say(change.sentence())
-            journal(f"pool: {change.sentence()}")
-        n += 1
-        time.sleep(INTERVAL_SECONDS)
+    with client:
+        while (rounds is None or n < rounds) and not stopped():
+            r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), health, apply)
+            for change in r.changes:
+                say(change.sentence())
+                journal(f"pool: {change.sentence()}")
+            n += 1
+            time.sleep(INTERVAL_SECONDS)
