@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import browser, demo, doc_fixtures, golden_record, prom, provision, sandbox, tiers, tiny_model
+from tests.harness import browser, demo, doc_fixtures, golden_record, load_windows, prom, provision, sandbox, tiers, tiny_model
 from tests.harness.chat_page import ChatPage
 from tests.harness.dates import days_from_today
 from tests.harness.kept import kept_on_failure
@@ -184,12 +184,15 @@ def _gateway_of(fleet: provision.Fleet, name: str) -> str:
     return f"{fleet.lan.addresses[name]}:8081"
 
 
-def _edge_loop(fleet: provision.Fleet, threads: int = 2, max_tokens: int = 16, timeout: float = 60, client: str = "ans-a", rate: float = 4):
+def _edge_loop(fleet: provision.Fleet, threads: int = 2, max_tokens: int = 16, timeout: float = 60, client: str = "ans-a", rate: float = 4,
+               gate: str | None = None):  # fmt: skip
     """openai clients (max_retries=0) in `client` streaming through the edge over HTTPS, verifying its certificate;
-    `rate` requests a second in all (paced: back to back, a load keeps the engines' step loops busy the whole time)."""
+    `rate` requests a second in all (paced: back to back, a load keeps the engines' step loops busy the whole time);
+    `gate`: only while that file exists in `client` (load_windows)."""
     fleet.hosts[client].write(EDGE_CA, fleet.hosts["ans-edge"].run("cat /etc/ernie-ops/tls/gateway.crt").stdout)
     argv = [PY, "/srv/share/tests/harness/openai_loop.py", _edge(fleet), "ernie-tiny", str(threads), "--ca", EDGE_CA]
-    return fleet.hosts[client].spawn([*argv, "--max-tokens", str(max_tokens), "--timeout", str(timeout), "--rate", f"{rate:g}"])
+    gated = ["--gate", gate] if gate else []
+    return fleet.hosts[client].spawn([*argv, "--max-tokens", str(max_tokens), "--timeout", str(timeout), "--rate", f"{rate:g}", *gated])
 
 
 def _loop_report(proc) -> dict:
@@ -380,11 +383,15 @@ def test_monitoring_scrapes_probes_and_alerts_on_a_killed_instance_and_a_stopped
     assert sb.show("prometheus.service", "ActiveState") == "active"
 
 
-def _bench(sb: sandbox.Sandbox):
-    # light load (2 streams a host, 3 requests a second): 4 instances share 2 cores, and every new instance must load
-    # beside them; back to back, the two hosts' loads kept both cores busy for the whole upgrade
-    return sb.spawn([PY, "-m", "ernie_ops", "bench", "-c", "2", "--rate", "3", "--duration", "1200", "--prompt-tokens", "32",
-                     "--max-tokens", "32", "--url", GATEWAY, "--json"])  # fmt: skip
+LOAD_GATE = "/run/ernie-test-load"  # in each inference host: its gateway's load runs while the file exists
+EDGE_GATE = "/run/ernie-test-load-edge"  # in ans-a, the edge's client
+
+
+def _gateway_loop(sb: sandbox.Sandbox, gate: str = LOAD_GATE):
+    """2 streams through the host's own gateway, 3 requests a second, while `gate` exists (load_windows: the host runs
+    two instances). The whole upgrade long, the two hosts' loads kept both cores busy and slowed every start."""
+    return sb.spawn([PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, "ernie-tiny", "2", "--max-tokens", "32", "--rate", "3",
+                     "--gate", gate])  # fmt: skip
 
 
 # upgrade.yml's watched cutover (the ernie_ops_cutover variable): one canary step, then a bake window with the
@@ -478,16 +485,21 @@ def test_upgrade_yml_to_a_version_that_fails_the_golden_set_is_refused_on_the_fi
     assert first_run.rc == 0, "needs the first run"
     before = {name: _host_state(sb) for name, sb in fleet.inference.items()}
     a = fleet.hosts["ans-a"]
-    loop = a.spawn([PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, "ernie-tiny", "1", "--max-tokens", "8", "--rate", "2"])
+    # a client through ans-a's gateway while ans-a runs both instances: the new one's gate, its refusal and its stop
+    loop = a.spawn([PY, "/srv/share/tests/harness/openai_loop.py", GATEWAY, "ernie-tiny", "2", "--max-tokens", "8", "--rate", "4",
+                    "--gate", LOAD_GATE])  # fmt: skip
     try:
-        up = fleet.playbook("upgrade.yml", ernie_model_version="broken", ernie_model_source={"type": "path", "path": BROKEN_SEED},
-                            ernie_ops_eval_set=str(golden), ernie_ops_cutover=GATE)  # fmt: skip
+        with load_windows.LoadWindows({"ans-a": a}, [load_windows.Gate(a, LOAD_GATE, frozenset({"ans-a"}))]) as windows:
+            up = fleet.playbook("upgrade.yml", ernie_model_version="broken", ernie_model_source={"type": "path", "path": BROKEN_SEED},
+                                ernie_ops_eval_set=str(golden), ernie_ops_cutover=GATE)  # fmt: skip
     finally:
         report = _loop_report(loop)
     failed = _failures(up, "ans-a")
     print(f"\nupgrade.yml to 'broken' with the quality gate: {up.seconds:.0f} s, rc {up.rc}; recap {up.recap()}")
     print("ans-a's failed tasks (the operator's transcript):\n" + "\n".join(f"  {m}" for m in failed))
-    print(f"  a client through ans-a's gateway meanwhile: {report['ok']} ok, {report['failed']} failed, {report['cut']} cut")
+    print(f"  a client through ans-a's gateway while it ran two instances ({windows.summary()}): {report['ok']} ok, "
+          f"{report['failed']} failed, {report['cut']} cut")  # fmt: skip
+    assert len(windows.windows.get("ans-a", [])) == 1, (windows.windows, windows.errors)  # (a failed poll only waits for the next)
     assert up.rc != 0 and up.recap()["ans-a"]["failed"] == 1, up.output[-8000:]
     refusal = next((m for m in failed if "quality: 8001 passed" in m), None)
     assert refusal is not None, failed
@@ -520,37 +532,36 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
     reaches the same `ernie-ops apply` through the same ernie_ops role task, so one load phase proves both."""
     assert first_run.rc == 0, "needs the first run"
     before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _served_max_model_len(sb)) for name, sb in fleet.inference.items()}
-    benches = {name: _bench(sb) for name, sb in fleet.inference.items()}
-    through_edge = _edge_loop(fleet)
-    time.sleep(3)
+    # the loads run while a host runs both instances (its new one's gate, switch, canary, bake and drain): each host's
+    # through its gateway in its own windows, the edge's (from ans-a) in either host's
+    gates = [load_windows.Gate(sb, LOAD_GATE, frozenset({name})) for name, sb in fleet.inference.items()]
+    gates.append(load_windows.Gate(fleet.hosts["ans-a"], EDGE_GATE, frozenset(fleet.inference)))
+    loops = {name: _gateway_loop(sb) for name, sb in fleet.inference.items()}
+    through_edge = _edge_loop(fleet, gate=EDGE_GATE)
     try:
-        up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED,
-                            ernie_ops_cutover={**WATCHED, **GATE}, ernie_ops_eval_set=str(golden))  # fmt: skip
+        with load_windows.LoadWindows(dict(fleet.inference), gates) as windows:
+            up = fleet.playbook("upgrade.yml", ernie_model_version="tiny-v2", ernie_ops_vllm=VLLM_CHANGED,
+                                ernie_ops_cutover={**WATCHED, **GATE}, ernie_ops_eval_set=str(golden))  # fmt: skip
     finally:
-        time.sleep(2)
         edge_report = _loop_report(through_edge)
-        for p in benches.values():
-            sandbox.Sandbox.signal_spawned(p, signal.SIGINT)
-        reports = {}
-        for name, p in benches.items():
-            out, err = p.communicate(timeout=300)
-            assert out.strip(), f"{name}: bench printed no report: {err[-2000:]}"
-            reports[name] = json.loads(out)
+        reports = {name: _loop_report(p) for name, p in loops.items()}
     print(f"\nupgrade.yml (tiny-v2, vllm.max_model_len 2048 -> 1536) on 2 hosts (serial 1): {up.seconds:.0f} s; recap {up.recap()}")
     print("\n".join(_applied(up)))
     quality = re.findall(r"80\d\d \d+/\d+ \([\d.]+%\), 80\d\d \d+/\d+ \([\d.]+%\): within [\d.]+% of the old", " ".join(up.output.split()))
     print("the quality steps (new instance, old instance):\n" + "\n".join(f"  {q}" for q in quality))
+    print(f"  load windows (a host running two instances): {windows.summary()}")
     for name, rep in reports.items():
-        print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['upstreams']}")
+        print(f"  {name}: {rep['ok']} ok, {rep['failed']} failed, {rep['cut']} cut, upstreams {rep['by_upstream']}")
     print(f"  through the edge (openai, max_retries=0, HTTPS): {edge_report['ok']} ok, {edge_report['failed']} failed, "
           f"{edge_report['cut']} cut, by gateway {edge_report['by_gateway']}")  # fmt: skip
     assert up.rc == 0, up.output[-8000:]
     assert edge_report["failed"] == edge_report["cut"] == 0, edge_report["errors"][:5]
     assert all(edge_report["by_gateway"].get(_gateway_of(fleet, n), {}).get("ok", 0) > 0 for n in fleet.inference), edge_report
+    assert all(len(windows.windows.get(n, [])) == 1 for n in fleet.inference), (windows.windows, windows.errors)  # serial: one each
     for name, sb in fleet.inference.items():
         rep = reports[name]
         assert rep["failed"] == 0 and rep["cut"] == 0, (name, rep)
-        assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(rep["upstreams"]), (name, rep["upstreams"])
+        assert {"127.0.0.1:8000", "127.0.0.1:8001"} <= set(rep["by_upstream"]), (name, rep["by_upstream"])
         st = json.loads(sb.run([CLI, "status", "--json"]).stdout)
         assert st["routed_port"] == ROUTED and st["ok"], st
         assert sb.run("readlink /srv/models/ernie-tiny/current").stdout.strip() == "tiny-v2"
