@@ -33,7 +33,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         how = "initial route of a fresh host" if r.initial else f"from {r.upstream_file}"
         wrote = (" (would write it)" if args.check else f" (wrote {r.upstream_file})") if r.changed else ""
-        out_console.print(f"routed: {r.routed_port} ({how}){wrote}; spare: {r.spare_port if r.spare_port is not None else 'none'}")
+        if r.replicas:  # a pool: a replica per slot
+            out_console.print(f"pool of {len(r.replicas)}: {', '.join(map(str, r.replicas))} ({how}){wrote}")
+        else:
+            out_console.print(f"routed: {r.routed_port} ({how}){wrote}; spare: {r.spare_port if r.spare_port is not None else 'none'}")
         for w in r.warnings:
             err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     return EXIT_OK

@@ -35,11 +35,11 @@ from ernie_ops import config as config_mod
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.files import atomic
-from ernie_ops.host import systemd
+from ernie_ops.host import pool_route, state, systemd
 from ernie_ops.observe import marks
 from ernie_ops.traffic import cutover as cutover_mod
 from ernie_ops.traffic.canary import rollout
-from ernie_ops.traffic.gateway import Gateway, GatewayError, render_upstream
+from ernie_ops.traffic.gateway import Gateway, GatewayError, marks_of, render_pool, render_upstream
 
 CHAT_UNIT = "ernie-chainlit.service"
 MODES = ("cutover", "restart", "none")
@@ -60,6 +60,7 @@ class Route:
     upstream_file: str
     changed: bool = False  # route --init wrote the include (or its keyed twin)
     warnings: list[str] = field(default_factory=list)  # e.g. the cutover marks not written
+    replicas: list[int] = field(default_factory=list)  # a pool (pool.replicas > 1): the port serving in each slot
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -79,6 +80,9 @@ def route(cfg: Config, initial: int | None = None) -> Route:
         text = gw.read_upstream()
     except GatewayError:
         text = ""  # no include yet: a fresh host
+    if cfg.pool.replicas > 1:
+        replicas = pool_route.replicas(cfg, text, cfg.gateway.upstream_file)
+        return Route(replicas[0], None, not marks_of(text), cfg.gateway.upstream_file, replicas=replicas)
     routed = gw.single_port(text)
     if routed is not None:
         fresh = False
@@ -99,9 +103,10 @@ def init_route(cfg: Config, initial: int | None = None, check: bool = False) -> 
         r.changed = True
         if not check:
             path = Path(cfg.gateway.upstream_file)
+            first = render_pool(r.replicas, cfg.pool.balance) if r.replicas else render_upstream(r.routed_port)
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                gw.write_upstream(render_upstream(r.routed_port) if r.initial else gw.read_upstream())
+                gw.write_upstream(first if r.initial else gw.read_upstream())
             except OSError as exc:
                 raise GatewayError(f"cannot write the upstream include {path} (gateway.upstream_file): {exc.strerror or exc}") from None
     if not check and (warning := marks.write(cfg)) is not None:  # also on an existing route: a newly set textfile
@@ -180,6 +185,12 @@ class Host(Protocol):
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         """A cutover to `target` as the runbook reports it (`CutoverResult.as_dict()`)."""
 
+    def upstream_text(self, cfg: Config) -> str:
+        """The upstream include as it is ("" when there is none yet)."""
+
+    def route_pool(self, cfg: Config, ports: list[int]) -> None:
+        """Every replica in `ports` in rotation (`Gateway.route_pool`: write, nginx -t, reload; restored on failure)."""
+
 
 class RealHost:
     """The host as it is: systemctl and systemd's properties, the file system, real clocks, the cutover runbook."""
@@ -199,6 +210,16 @@ class RealHost:
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         plan = rollout.Plan.chosen(cfg.cutover)  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
         return cutover_mod.Cutover(cfg, target, timeouts=cutover_mod.Timeouts(start=start_timeout), plan=plan).run().as_dict()
+
+    def upstream_text(self, cfg: Config) -> str:
+        try:
+            return Gateway(cfg.gateway).read_upstream()
+        except GatewayError:
+            return ""
+
+    def route_pool(self, cfg: Config, ports: list[int]) -> None:
+        with state.cutover_lock(Path(cfg.paths.state_dir), "routing the pool"):  # the watch and a cutover take it too
+            Gateway(cfg.gateway, cfg.pool.session_affinity).route_pool(ports, cfg.pool.balance)
 
 
 @dataclass
@@ -403,7 +424,9 @@ def apply(
     res = ApplyResult(check)
     applied = _applied(cfg)  # the digest each running process started with, read once
     settled: list[tuple[str, str, list[str]]] = []  # (service, unit, inputs) to record after acting
-    if "engine" in services:
+    if "engine" in services and cfg.pool.replicas > 1:
+        settled += _apply_pool(cfg, host, res, config_path, applied, check, start, start_timeout)
+    elif "engine" in services:
         r = route(cfg, initial)
         res.route = r.as_dict()
         extra = [config_path, cfg.model.path]
@@ -431,6 +454,55 @@ def apply(
     if records and (warning := _remember(cfg, applied, records)):
         res.warnings.append(warning)
     return res
+
+
+def _apply_pool(
+    cfg: Config, host: Host, res: ApplyResult, config_path: str, applied: dict, check: bool, start: bool, start_timeout: float
+) -> list[tuple[str, str, list[str]]]:
+    """A pool: every replica started (and enabled) when it is not running, then every replica in the include (a host
+    grown from one replica gets the new ones once they serve). A running replica whose inputs changed is not replaced
+    yet: that is the pool upgrade (docs/design/replica-pool.md, step 5), gated replica by replica; the action says so."""
+    r = route(cfg)
+    res.route = r.as_dict()
+    extra = [config_path, cfg.model.path]
+    actions = []
+    for port in r.replicas:
+        seen = look(host, systemd.unit_name(port), extra)
+        _forgive_config(cfg, applied, seen, "engine", config_path)
+        actions.append(decide_replica(seen, port, start))
+    res.actions += actions
+    if check:
+        return []
+    for action in actions:
+        _run_unit_action(host, action, start_timeout)
+    serving = all(a.error is None and (a.done or a.action in ("none", "pending")) for a in actions)
+    unrouted = pool_route.missing(cfg, host.upstream_text(cfg), cfg.gateway.upstream_file)
+    if serving and unrouted:
+        what = ", ".join(map(str, unrouted))
+        routing = Action("engine", cfg.gateway.upstream_file, "route", f"replica(s) {what} serve but are not routed: route them")
+        res.actions.append(routing)
+        try:
+            host.route_pool(cfg, r.replicas)
+            routing.done = True
+        except ErnieOpsError as exc:
+            routing.error = f"replica(s) {what} serve but the gateway still routes only the others: {exc}"
+    return [("engine", a.unit, extra) for a in actions if a.error is None]
+
+
+def decide_replica(seen: Seen, port: int, start: bool) -> Action:
+    """One replica of a pool: started when it does not run; one whose inputs changed waits for the pool upgrade."""
+    unit = seen.unit
+    if action := _not_running("engine", seen, start, f"replica {port} does not serve: start it"):
+        return action
+    if seen.stale:
+        return Action(
+            "engine", unit, "pending", f"changed since {unit} started: {', '.join(seen.newer)}; not applied: a pool's replicas are "
+            "replaced by the pool upgrade, which is not built yet (docs/design/replica-pool.md, step 5); to apply the change "
+            "now, serve one replica (pool.replicas: 1) and cut over", newer=seen.newer,
+        )  # fmt: skip
+    if seen.enabled not in ("enabled", "enabled-runtime"):
+        return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
+    return Action("engine", unit, "none", f"{unit} serves and started after every input changed")
 
 
 def _run_engine(cfg: Config, host: Host, action: Action, extra: list[str], start_timeout: float) -> None:

@@ -296,18 +296,33 @@ class Gateway:
         """A canary step: `percent` of requests to `target` (`render_split`)."""
         self._replace(render_split(source, target, percent, sticky))
 
+    def route_pool(self, ports: list[int], balance: str = "least_conn") -> None:
+        """Every replica in `ports` in rotation (`render_pool`); a port the pool watch has marked `down` stays so."""
+        try:
+            marked = marks_of(self.read_upstream())
+        except GatewayError:
+            marked = {}  # no include yet
+        self._replace(render_pool(ports, balance, frozenset(p for p in ports if marked.get(p))))
+
     def mark_down(self, down: frozenset[int]) -> None:
         """Take the ports in `down` out of rotation and put every other back (the pool watch), on the include as it is."""
         self._replace(with_marks(self.read_upstream(), down))
 
     def _replace(self, text: str) -> None:
-        """Write, `nginx -t`, reload. On any failure the previous file is back in place."""
-        previous_text = self.read_upstream()
+        """Write, `nginx -t`, reload. On any failure the previous file is back in place (none: the new one removed)."""
+        try:
+            previous_text: str | None = self.read_upstream()
+        except GatewayError:
+            previous_text = None  # a fresh host's first include
         self.write_upstream(text)
         try:
             self.apply()
         except BaseException:
-            self.write_upstream(previous_text)
+            if previous_text is None:
+                self.upstream.unlink(missing_ok=True)
+                self.keyed.unlink(missing_ok=True)
+            else:
+                self.write_upstream(previous_text)
             raise
 
     def restore(self, text: str) -> None:

@@ -165,6 +165,17 @@ class FakeHost:
             "error": None if self.cutover_ok else "gate",
         }
 
+    upstream = ""  # the include a pool's apply reads and writes
+
+    def upstream_text(self, cfg) -> str:
+        return self.upstream
+
+    def route_pool(self, cfg, ports: list[int]) -> None:
+        self.calls.append(f"route pool {','.join(map(str, ports))}")
+        if self.fail_verb == "route":
+            raise GatewayError("nginx -t failed: unknown directive")
+        self.upstream = gateway.render_pool(ports, cfg.pool.balance)
+
 
 ENGINE, SPARE, CHAT = "ernie-vllm@8000.service", "ernie-vllm@8001.service", apply.CHAT_UNIT
 CONF = "/etc/ernie-ops/ernie.yaml"
@@ -341,3 +352,96 @@ def test_a_config_change_outside_what_a_service_reads_moves_nothing(tmp_path):
     other = {ENGINE: {"active": "active", "started": 20}, CHAT: {"active": "active", "started": 50}}
     res = apply.apply(base, str(conf), host=(h := FakeHost(other, host.times)))
     assert [a.action for a in res.actions] == ["cutover", "none"] and h.calls == ["cutover 8001"]
+
+
+# -- a pool (pool.replicas > 1) ------------------------------------------------------------------
+def _pool_cfg(tmp_path: Path, upstream: str | None) -> config.Config:
+    up = tmp_path / "upstream.conf"
+    if upstream is not None:
+        up.write_text(upstream)
+    instances = "".join(f"  - {{port: {8000 + 2 * k}, slot: {k}}}\n  - {{port: {8001 + 2 * k}, slot: {k}}}\n" for k in range(2))
+    text = (
+        f"pool: {{replicas: 2}}\ninstances:\n{instances}gateway: {{upstream_file: {up}}}\nmodel: {{path: {tmp_path / 'model'}}}\n"
+        f"paths: {{state_dir: {tmp_path / 'state'}, cache_dir: {tmp_path / 'cache'}}}\n"
+    )
+    return config.parse(text)
+
+
+def test_a_pools_route_is_a_replica_per_slot_from_the_include_else_the_slots_first_ports(tmp_path):
+    fresh = apply.route(_pool_cfg(tmp_path, None))
+    assert (fresh.replicas, fresh.initial, fresh.spare_port) == ([8000, 8002], True, None)
+    # slot 1 serves from its surge port (a replaced replica); a watch's `down` mark keeps it the slot's replica
+    r = apply.route(_pool_cfg(tmp_path, "server 127.0.0.1:8000 max_fails=1;\nserver 127.0.0.1:8003 max_fails=1 down;\n"))
+    assert (r.replicas, r.initial) == ([8000, 8003], False)
+    grown = apply.route(_pool_cfg(tmp_path, "server 127.0.0.1:8001 max_fails=0;\n"))  # a one-replica host grown to two
+    assert (grown.replicas, grown.initial) == ([8001, 8002], False)
+    with pytest.raises(GatewayError, match=r"routes 8002 and 8003 of slot 1 \(the host's default device\) at once"):
+        apply.route(_pool_cfg(tmp_path, "server 127.0.0.1:8002;\nserver 127.0.0.1:8003;\n"))
+    with pytest.raises(UsageError, match="9000 is not an instance"):
+        apply.route(_pool_cfg(tmp_path, "server 127.0.0.1:9000;\n"))
+
+
+def test_route_init_of_a_fresh_pool_writes_every_replica_balanced_and_its_keyed_twin(tmp_path):
+    cfg = _pool_cfg(tmp_path, None)
+    r = apply.init_route(cfg)
+    text = (tmp_path / "upstream.conf").read_text()
+    assert r.changed and gateway.parse_ports(text) == [8000, 8002] and "least_conn;" in text
+    assert "hash $ernie_session_key consistent;" in (tmp_path / "upstream-keyed.conf").read_text()
+    assert not apply.init_route(cfg).changed  # an existing route wins, as on one instance
+
+
+POOL = [f"ernie-vllm@{p}.service" for p in (8000, 8002)]
+
+
+def test_apply_on_a_fresh_pool_starts_every_replica_and_leaves_the_include_it_has(tmp_path):
+    cfg = _pool_cfg(tmp_path, None)
+    apply.init_route(cfg)
+    host = FakeHost({}, {})
+    host.upstream = (tmp_path / "upstream.conf").read_text()
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.ok and [a.action for a in res.actions] == ["start", "start"]
+    assert host.calls == [f"enable {POOL[0]}", f"start {POOL[0]}", f"enable {POOL[1]}", f"start {POOL[1]}"]
+    assert res.route["replicas"] == [8000, 8002]
+
+
+def test_apply_on_a_host_grown_to_a_pool_routes_the_new_replica_once_it_serves(tmp_path):
+    cfg = _pool_cfg(tmp_path, "server 127.0.0.1:8000 max_fails=0;\n")
+    host = FakeHost({POOL[0]: {"active": "active", "started": 100}}, {CONF: 9_000.0})
+    host.upstream = "server 127.0.0.1:8000 max_fails=0;\n"
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.ok and [a.action for a in res.actions] == ["none", "start", "route"]
+    assert host.calls == [f"enable {POOL[1]}", f"start {POOL[1]}", "route pool 8000,8002"]
+    # the next run finds nothing to do
+    host.units[POOL[1]] = {"active": "active", "started": 10}
+    host.calls.clear()
+    again = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert [a.action for a in again.actions] == ["none", "none"] and host.calls == [] and not again.changed
+
+
+def test_a_pool_replica_that_cannot_start_is_not_routed_and_the_error_names_it(tmp_path):
+    cfg = _pool_cfg(tmp_path, "server 127.0.0.1:8000 max_fails=0;\n")
+    failed = systemd.StartFailed(POOL[1], "engine exited with code 1 while loading")
+    host = FakeHost({POOL[0]: {"active": "active", "started": 100}}, {CONF: 9_000.0}, fail_verb="start", fail_with=failed)
+    host.upstream = "server 127.0.0.1:8000 max_fails=0;\n"
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert not res.ok and "ernie-vllm@8002.service did not start: engine exited with code 1" in res.message
+    assert "route pool" not in " ".join(host.calls)  # the serving replica keeps all the traffic
+
+
+def test_a_pool_include_nginx_refuses_fails_the_run_and_the_serving_replica_keeps_the_traffic(tmp_path):
+    cfg = _pool_cfg(tmp_path, "server 127.0.0.1:8000 max_fails=0;\n")
+    host = FakeHost({POOL[0]: {"active": "active", "started": 100}}, {CONF: 9_000.0}, fail_verb="route")
+    host.upstream = "server 127.0.0.1:8000 max_fails=0;\n"
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert not res.ok and res.actions[-1].action == "route", res.actions
+    assert "replica(s) 8002 serve but the gateway still routes only the others: nginx -t failed" in res.message
+
+
+def test_a_changed_pool_replica_waits_for_the_pool_upgrade_and_says_how_to_apply_it_now(tmp_path):
+    cfg = _pool_cfg(tmp_path, None)
+    apply.init_route(cfg)
+    host = FakeHost({u: {"active": "active", "started": 100} for u in POOL}, {CONF: 9_990.0})
+    host.upstream = (tmp_path / "upstream.conf").read_text()
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert [a.action for a in res.actions] == ["pending", "pending"] and host.calls == [] and not res.changed
+    assert "pool upgrade, which is not built yet" in res.actions[0].reason and "pool.replicas: 1" in res.actions[0].reason

@@ -101,6 +101,31 @@ def test_missing_upstream_and_several_ports_are_clear_errors(tmp_path):
         gw.active_port()
 
 
+def test_routing_a_pool_keeps_the_watchs_marks_and_nginx_refusing_it_leaves_the_include_as_it_was(tmp_path):
+    """Gateway.route_pool (apply on a host grown to a pool). nginx is a STUB here (a script answering -t and -s reload:
+    the real one proves the reload in tests/integration/test_gateway.py); `nginx -t` failing is what it injects."""
+    stub = tmp_path / "nginx"
+    stub.write_text('#!/bin/sh\n[ -e "$(dirname "$0")/refuse" ] && [ "$1" = -t ] && { echo "unknown directive" >&2; exit 1; }\nexit 0\n')
+    stub.chmod(0o755)
+    up = tmp_path / "upstream.conf"
+    gw = gateway.Gateway(config.GatewayConfig(upstream_file=str(up), nginx_binary=str(stub)))
+    gw.route_pool([8000, 8002])  # a fresh host: the first include
+    assert gateway.parse_ports(up.read_text()) == [8000, 8002] and gw.keyed_in_step()
+    gw.mark_down(frozenset({8002}))  # the watch took 8002 out
+    gw.route_pool([8000, 8002, 8004])
+    assert gateway.marks_of(up.read_text()) == {8000: False, 8002: True, 8004: False}
+    before = up.read_text()
+    (tmp_path / "refuse").touch()
+    with pytest.raises(gateway.GatewayError, match="nginx -t failed: unknown directive"):
+        gw.route_pool([8000])
+    assert up.read_text() == before and gw.keyed_in_step()
+    fresh = gateway.Gateway(config.GatewayConfig(upstream_file=str(tmp_path / "new" / "upstream.conf"), nginx_binary=str(stub)))
+    (tmp_path / "new").mkdir()
+    with pytest.raises(gateway.GatewayError):
+        fresh.route_pool([8000])
+    assert list((tmp_path / "new").iterdir()) == []  # a refused first include is not left behind
+
+
 def test_missing_nginx_binary_is_a_clear_error(tmp_path):
     gw = gateway.Gateway(config.GatewayConfig(nginx_binary=str(tmp_path / "nginx")))
     with pytest.raises(gateway.GatewayError, match="not found"):
