@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from ernie_ops.traffic import edge_reload
+from tests.harness import role_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = (ROOT / "systemd" / "ernie-edge.service").read_text()
@@ -68,3 +69,21 @@ def test_the_edge_takes_the_bodies_the_gateway_takes_and_buffers_them_to_resend(
     gateway = limit.findall((ROOT / "nginx" / "ernie-ops" / "locations.conf").read_text())
     assert limit.findall(SITE) == gateway and len(gateway) == 1
     assert "proxy_request_buffering off" not in SITE  # nginx resends only a buffered body
+
+
+def test_hsts_is_a_year_with_a_real_certificate_and_off_with_a_self_signed_one(tmp_path):
+    """The edge's Strict-Transport-Security default, as the role resolves it (issue 34, item 7): a browser that has
+    met the edge never tries it over plain HTTP again; a lab's self-signed certificate gets none (HSTS would leave a
+    browser no way past its warning). Run by ansible-playbook on local hosts, the role's preflight then its value."""
+    hosts = {
+        "vault": {"ernie_edge_tls_certificate": "-----BEGIN CERTIFICATE-----", "ernie_edge_tls_private_key": "-----BEGIN PRIVATE KEY-----"},
+        "lab": {"ernie_edge_tls_self_signed": True},
+        "chosen": {"ernie_edge_tls_self_signed": True, "ernie_edge_hsts_max_age": 600},
+    }
+    show = [{"ansible.builtin.debug": {"msg": "hsts={{ ernie_edge_hsts_max_age }}"}}]
+    run = role_tasks.run(
+        tmp_path, "ernie_edge", ["preflight"], hosts, after=show, ernie_edge_enabled=True, ernie_edge_backends=["10.0.0.5:8081"]
+    )
+    assert run.rc == 0, run.output[-4000:]
+    seen = dict(re.findall(r'ok: \[(\w+)\] => \{\s*"msg": "hsts=(\d+)"', run.output))
+    assert seen == {"vault": "31536000", "lab": "0", "chosen": "600"}, run.output[-3000:]
