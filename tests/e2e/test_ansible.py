@@ -72,6 +72,8 @@ def fleet():
     f = provision.Fleet(["ans-a", "ans-b", "ans-edge"], served, lan=True, groups={"ans-edge": "ernie_edge"},
                         member_of={"ans-edge": ["ernie_db"]}, extra_ro={str(broken): BROKEN_SEED})  # fmt: skip
     f.host_vars["ans-edge"]["ernie_edge_tls_self_signed"] = True
+    # the lan clients below read which gateway answered (X-Ernie-Gateway): the edge tells its internal readers only
+    f.host_vars["ans-edge"]["ernie_edge_internal_readers"] = ["127.0.0.1", "::1", f.lan.addresses["ans-a"], f.lan.addresses["ans-b"]]
     f.vars.update(demo.chat_user_vars(USER, PASSWORD))
     # the vault's values on a real site: one login secret for both chat hosts, the database's password and URL
     database_url = f"postgresql://ernie_chat:{DB_PASSWORD}@{f.lan.addresses['ans-edge']}:5432/ernie_chat"

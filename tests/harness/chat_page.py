@@ -45,6 +45,14 @@ _WATCH = """
 # Before the page's scripts (socket.io takes window.WebSocket when it loads): each websocket's opening time
 # (performance.now()), when it last received a frame, and, of what it received, the on_chat_start step's frames,
 # task_start and task_end.
+# Every Content-Security-Policy violation the page reports (the gateway's policy: nginx/ernie-ops/locations.conf).
+_CSP = r"""
+(() => {
+  const seen = window.__eoCsp = [];
+  document.addEventListener('securitypolicyviolation', e => seen.push({directive: e.effectiveDirective, blocked: e.blockedURI}));
+})();
+"""
+
 _SOCKETS = r"""
 (() => {
   const Native = window.WebSocket;
@@ -130,11 +138,16 @@ class ChatPage:
         self.sockets = 0  # websockets this page opened (a reconnect after a server restart opens one more)
         page.on("websocket", self._on_socket)
         page.add_init_script(_SOCKETS)  # from the next navigation (login) on
+        page.add_init_script(_CSP)
 
     def _on_socket(self, ws) -> None:
         self.sockets += 1
         self._frames.clear()
         ws.on("framereceived", lambda payload: self._frames.append(payload if isinstance(payload, str) else ""))
+
+    def csp_violations(self) -> list[dict]:
+        """The Content-Security-Policy violations this page reported since it was loaded: [{directive, blocked}]."""
+        return self.page.evaluate("window.__eoCsp || []")
 
     def frames_seen(self) -> str:
         """What the page's websockets brought (for a failure's report): the sockets it opened, the last frames."""

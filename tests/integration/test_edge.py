@@ -308,3 +308,25 @@ def test_a_chat_upload_over_2mb_passes_the_edge_and_the_gateway_to_the_chat_app(
     entries, _ = until("the gateway logged the upload", lambda: logged_since(served.ng, start, 1), timeout=10, every=0.2)
     passed = [e for e in entries if e["uri"].startswith("/project/file")]
     assert passed and passed[0]["upstream"] == "127.0.0.1:1" and passed[0]["status"] == 502, entries
+
+
+def test_which_gateway_answered_is_told_only_to_the_edges_internal_readers(stack):
+    """X-Ernie-Gateway names a gateway's internal address (issue 34): the edge's internal readers see it (loopback by
+    default); a client not among them (the list rewritten, the edge reloaded) gets no such header."""
+    served, edge = stack
+    client = httpx.Client(verify=str(edge.ca), timeout=30)
+    seen = client.get(f"{edge.url}/health").headers
+    assert seen["x-ernie-gateway"] == f"127.0.0.1:{served.ng.edge_port}", dict(seen)
+    readers = edge.prefix / "conf" / "ernie-edge" / "internal-readers.geo"
+    original = readers.read_text()
+    try:
+        readers.write_text("192.0.2.1 1;\n")  # someone else
+        edge.reload()
+        time.sleep(0.3)
+        hidden = client.get(f"{edge.url}/health").headers
+        assert "x-ernie-gateway" not in hidden, dict(hidden)
+    finally:
+        readers.write_text(original)
+        edge.reload()
+        time.sleep(0.3)
+        client.close()

@@ -69,6 +69,29 @@ def test_health_healthz_and_metrics(stack):
     assert httpx.get(f"{ng.url}/healthz").text == "ok\n"
     m = httpx.get(f"{ng.url}/metrics")
     assert m.status_code == 200 and "vllm:num_requests_running" in m.text
+    # the chat's pages (also an error page) carry the Content-Security-Policy and still name the upstream; the API does not need it
+    page = httpx.get(f"{ng.url}/", timeout=30)
+    assert "img-src 'self' data: blob:;" in page.headers["content-security-policy"] and "x-ernie-upstream" in page.headers, page.headers
+    assert "content-security-policy" not in r.headers
+
+
+def test_which_instance_answered_is_told_only_to_the_metrics_readers(stack):
+    """X-Ernie-Upstream names an internal address (issue 34): the clients that may read /metrics see it (loopback here:
+    the operator's tools, `ernie-ops status`, the chat app); a client behind a trusted edge (its X-Forwarded-For names
+    it) that is not one of them gets no such header, on the API, a stream and the chat's pages alike."""
+    _, ng, port = stack
+    assert httpx.get(f"{ng.url}/health").headers["x-ernie-upstream"] == f"127.0.0.1:{port}"
+    outsider = {"X-Forwarded-For": "203.0.113.9"}
+    body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 2, "stream": True}
+    for method, path, payload in (
+        ("GET", "/health", None),
+        ("GET", "/v1/models", None),
+        ("POST", "/v1/completions", body),
+        ("GET", "/", None),
+    ):
+        r = httpx.request(method, f"{ng.url}{path}", headers=outsider, json=payload, timeout=30)
+        assert r.status_code < 500 or path == "/", (path, r.status_code)
+        assert "x-ernie-upstream" not in r.headers, (path, dict(r.headers))
 
 
 def test_metrics_refused_outside_the_allow_list(stack):

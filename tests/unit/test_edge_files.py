@@ -44,7 +44,7 @@ def test_reloading_the_unit_is_the_draining_reload_with_the_role_s_script_and_fl
 
 def test_every_include_of_the_site_has_a_default_file_and_a_role_template():
     included = set(re.findall(r"include ernie-edge/([\w.-]+);", SITE))
-    assert included == {"tls.conf", "http.conf", "redirect.conf", "upstream.conf", "drain.conf", "chat-upload.conf"}
+    assert included == {"tls.conf", "http.conf", "redirect.conf", "upstream.conf", "drain.conf", "chat-upload.conf", "internal-readers.geo"}
     assert included == {p.name for p in (ROOT / "nginx" / "ernie-edge").iterdir()}
     assert included == {p.name.removesuffix(".j2") for p in (ROLE / "templates").iterdir()}
     assert "include ernie-edge.conf;" in MAIN
