@@ -1,0 +1,109 @@
+"""The pool upgrade (traffic/pool_upgrade.py) on a fake host (tests/harness/pool_host.py): every step's path and
+every undo, in milliseconds."""
+
+from __future__ import annotations
+
+from ernie_ops.traffic.pool_plan import ReplicaStep
+from ernie_ops.traffic.pool_upgrade import PoolUpgrade, Timeouts
+from tests.harness.pool_host import FakePoolHost
+
+
+def surge(slot: int, old: int, new: int, size: int = 2) -> ReplicaStep:
+    return ReplicaStep(slot, f"gpu {slot}", old, new, size, size)
+
+
+def in_place(slot: int, port: int, size: int = 2) -> ReplicaStep:
+    return ReplicaStep(slot, f"cores {slot}", port, port, size - 1, size, "the slot has no second port")
+
+
+def gpu_host() -> FakePoolHost:
+    return FakePoolHost(units={8000: "active", 8002: "active"}, rotation=[8000, 8002])
+
+
+def test_surges_replace_each_replica_by_its_slots_second_port_and_all_keep_serving():
+    host = gpu_host()
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), surge(1, 8002, 8003)]).run()
+    assert res.ok and res.replicas == [8001, 8003] and res.down == [] and res.error is None
+    assert host.in_rotation() == [8001, 8003] and host.units == {8000: "inactive", 8001: "active", 8002: "inactive", 8003: "active"}
+    assert host.enabled == {8001: True, 8000: False, 8003: True, 8002: False}
+    # the new one is in place (one rewrite) before the old one stops: the pool never has fewer than 2 in rotation
+    assert host.calls[:5] == [("start", 8001), ("gate", 8001), ("route", (8001, 8002), ()), ("stop", 8000), ("enable", 8001)]
+    assert [s.name for s in res.steps][:6] == [
+        "slot 0 (gpu 0): start 8001", "slot 0 (gpu 0): gate 8001", "slot 0 (gpu 0): 8001 in place of 8000",
+        "slot 0 (gpu 0): drain 8000", "slot 0 (gpu 0): stop 8000", "slot 0 (gpu 0): 8001 at boot",
+    ]  # fmt: skip
+
+
+def test_a_new_replica_already_serving_is_adopted():
+    host = gpu_host()
+    host.units[8001] = "active"
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)]).run()
+    assert res.ok and ("start", 8001) not in host.calls and res.steps[0].detail == "adopted 8001 (already serving)"
+
+
+def test_in_place_steps_take_each_replica_out_drain_restart_gate_and_put_it_back():
+    host = FakePoolHost(units={8000: "active", 8001: "active"}, rotation=[8000, 8001])
+    res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000), in_place(1, 8001)]).run()
+    assert res.ok and res.replicas == [8000, 8001] and host.in_rotation() == [8000, 8001]
+    assert host.calls[:5] == [
+        ("route", (8000, 8001), (8000,)),
+        ("stop", 8000),
+        ("start", 8000),
+        ("gate", 8000),
+        ("route", (8000, 8001), ()),
+    ]
+
+
+def test_a_surge_whose_new_replica_cannot_start_stops_it_keeps_the_old_and_runs_no_further_step():
+    host = gpu_host()
+    host.fail.add(("start", 8001))
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), surge(1, 8002, 8003)]).run()
+    assert not res.ok and res.replicas == [8000, 8002] and host.in_rotation() == [8000, 8002]
+    assert res.error.startswith("slot 0 (gpu 0): ernie-vllm@8001.service did not start: engine exited with code 1 while loading")
+    assert "8001 stopped, 8000 kept serving; 2 of 2 replicas serve: 8000, 8002" in res.error
+    assert ("stop", 8001) in host.calls and ("start", 8003) not in host.calls and host.units[8000] == "active"
+
+
+def test_a_surge_whose_new_replica_fails_its_gate_or_whose_include_nginx_refuses_is_undone():
+    for fault in ("gate", "route"):
+        host = gpu_host()
+        if fault == "gate":
+            host.fail.add(("gate", 8001))
+        else:
+            host.refuse_routes_from = 1
+        res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)]).run()
+        assert not res.ok and res.replicas == [8000, 8002] and host.rotation == [8000, 8002], fault
+        assert host.units[8001] == "inactive" and host.units[8000] == "active", fault
+        assert ("does not answer 200" if fault == "gate" else "nginx -t failed") in res.error, res.error
+
+
+def test_an_in_place_replica_that_does_not_come_back_stays_out_of_rotation_and_says_what_to_do():
+    host = FakePoolHost(units={8000: "active", 8001: "active"}, rotation=[8000, 8001])
+    host.fail.add(("start", 8000))
+    res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000), in_place(1, 8001)]).run()
+    assert not res.ok and res.down == [8000] and host.in_rotation() == [8001]
+    assert "8000 stays out of rotation (1 of 2 replicas serve: 8001)" in res.error
+    assert "run `ernie-ops apply` again, or put the previous version back" in res.error
+    assert ("route", (8000, 8001), (8000, 8001)) not in host.calls  # slot 1 untouched
+
+
+def test_an_in_place_step_nginx_refuses_to_take_out_changes_nothing():
+    host = FakePoolHost(units={8000: "active", 8001: "active"}, rotation=[8000, 8001], refuse_routes_from=1)
+    res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000)]).run()
+    assert not res.ok and "nothing changed for 8000; 2 of 2 replicas serve" in res.error
+    assert host.units == {8000: "active", 8001: "active"} and [c[0] for c in host.calls] == ["route"]
+
+
+def test_a_replica_back_on_the_new_version_that_nginx_refuses_to_put_back_is_named():
+    host = FakePoolHost(units={8000: "active", 8001: "active"}, rotation=[8000, 8001], refuse_routes_from=2)
+    res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000)]).run()
+    assert not res.ok and res.down == [8000] and host.units[8000] == "active"
+    assert "8000 serves the new version but nginx -t failed" in res.error and "it stays out of rotation" in res.error
+
+
+def test_an_old_replica_that_never_drains_is_stopped_after_the_bound():
+    host = gpu_host()
+    host.busy.add(8000)
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], Timeouts(drain=5)).run()
+    drain = next(s for s in res.steps if s.name.endswith("drain 8000"))
+    assert res.ok and "still had requests after 5 s" in drain.detail and host.units[8000] == "inactive" and host.now >= 5
