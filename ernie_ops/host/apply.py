@@ -38,6 +38,7 @@ from ernie_ops.files import atomic
 from ernie_ops.host import pool_route, state, systemd
 from ernie_ops.observe import marks
 from ernie_ops.traffic import cutover as cutover_mod
+from ernie_ops.traffic import hostops, pool_plan, pool_upgrade
 from ernie_ops.traffic.canary import rollout
 from ernie_ops.traffic.gateway import Gateway, GatewayError, marks_of, render_pool, render_upstream
 
@@ -191,6 +192,9 @@ class Host(Protocol):
     def route_pool(self, cfg: Config, ports: list[int]) -> None:
         """Every replica in `ports` in rotation (`Gateway.route_pool`: write, nginx -t, reload; restored on failure)."""
 
+    def run_pool_upgrade(self, cfg: Config, replicas: list[int], stale: list[int], extra: list[str], start_timeout: float) -> dict:
+        """The pool upgrade of the `stale` replicas (`PoolResult.as_dict()`), under the state lock."""
+
 
 class RealHost:
     """The host as it is: systemctl and systemd's properties, the file system, real clocks, the cutover runbook."""
@@ -220,6 +224,19 @@ class RealHost:
     def route_pool(self, cfg: Config, ports: list[int]) -> None:
         with state.cutover_lock(Path(cfg.paths.state_dir), "routing the pool"):  # the watch and a cutover take it too
             Gateway(cfg.gateway, cfg.pool.session_affinity).route_pool(ports, cfg.pool.balance)
+
+    def run_pool_upgrade(self, cfg: Config, replicas: list[int], stale: list[int], extra: list[str], start_timeout: float) -> dict:
+        steps = [s for s in pool_plan.plan(cfg, replicas, pool_plan.side_by_side_problem(cfg)) if s.old in stale]
+        for s in steps:  # a surge port running with the old inputs would be adopted as the new version: stop it first
+            spare = look(self, systemd.unit_name(s.new), extra)
+            if s.surge and spare.active in RUNNING and spare.stale:
+                self.systemctl("stop", spare.unit, 300)
+        ops = hostops.RealHost(cfg)
+        try:
+            with state.cutover_lock(Path(cfg.paths.state_dir), f"pool upgrade of {', '.join(map(str, stale))}"):
+                return pool_upgrade.PoolUpgrade(ops, replicas, steps, pool_upgrade.Timeouts(start=start_timeout)).run().as_dict()
+        finally:
+            ops.close()
 
 
 @dataclass
@@ -425,7 +442,7 @@ def apply(
     applied = _applied(cfg)  # the digest each running process started with, read once
     settled: list[tuple[str, str, list[str]]] = []  # (service, unit, inputs) to record after acting
     if "engine" in services and cfg.pool.replicas > 1:
-        settled += _apply_pool(cfg, host, res, config_path, applied, check, start, start_timeout)
+        settled += _apply_pool(cfg, host, res, config_path, applied, mode, check, start, start_timeout)
     elif "engine" in services:
         r = route(cfg, initial)
         res.route = r.as_dict()
@@ -457,11 +474,11 @@ def apply(
 
 
 def _apply_pool(
-    cfg: Config, host: Host, res: ApplyResult, config_path: str, applied: dict, check: bool, start: bool, start_timeout: float
+    cfg: Config, host: Host, res: ApplyResult, config_path: str, applied: dict, mode: str, check: bool, start: bool, start_timeout: float
 ) -> list[tuple[str, str, list[str]]]:
-    """A pool: every replica started (and enabled) when it is not running, then every replica in the include (a host
-    grown from one replica gets the new ones once they serve). A running replica whose inputs changed is not replaced
-    yet: that is the pool upgrade (docs/design/replica-pool.md, step 5), gated replica by replica; the action says so."""
+    """A pool: every replica started (and enabled) when it is not running; the replicas whose inputs changed replaced
+    by the pool upgrade, one at a time (traffic/pool_upgrade.py); then every replica in the include (a host grown from
+    one replica gets the new ones once they serve)."""
     r = route(cfg)
     res.route = r.as_dict()
     extra = [config_path, cfg.model.path]
@@ -469,12 +486,28 @@ def _apply_pool(
     for port in r.replicas:
         seen = look(host, systemd.unit_name(port), extra)
         _forgive_config(cfg, applied, seen, "engine", config_path)
-        actions.append(decide_replica(seen, port, start))
+        actions.append(decide_replica(seen, port, mode, start))
     res.actions += actions
     if check:
         return []
     for action in actions:
         _run_unit_action(host, action, start_timeout)
+    replicas = list(r.replicas)
+    upgrades = [a for a in actions if a.action == "upgrade"]
+    if upgrades and all(a.error is None for a in actions):
+        stale = [int(a.target) for a in upgrades if a.target]
+        try:
+            result = host.run_pool_upgrade(cfg, replicas, stale, extra, start_timeout)
+        except ErnieOpsError as exc:
+            result = {"ok": False, "error": str(exc), "replicas": replicas}
+        upgrades[0].result = result
+        if result.get("ok"):
+            for a in upgrades:
+                a.done = True
+        else:
+            upgrades[0].error = f"pool upgrade: {result.get('error')}"
+        replicas = list(result.get("replicas") or replicas)
+        res.route = {**res.route, "replicas": replicas} if res.route else None
     serving = all(a.error is None and (a.done or a.action in ("none", "pending")) for a in actions)
     unrouted = pool_route.missing(cfg, host.upstream_text(cfg), cfg.gateway.upstream_file)
     if serving and unrouted:
@@ -486,20 +519,22 @@ def _apply_pool(
             routing.done = True
         except ErnieOpsError as exc:
             routing.error = f"replica(s) {what} serve but the gateway still routes only the others: {exc}"
-    return [("engine", a.unit, extra) for a in actions if a.error is None]
+    return [("engine", systemd.unit_name(p), extra) for p in replicas] if all(a.error is None for a in res.actions) else []
 
 
-def decide_replica(seen: Seen, port: int, start: bool) -> Action:
-    """One replica of a pool: started when it does not run; one whose inputs changed waits for the pool upgrade."""
+def decide_replica(seen: Seen, port: int, mode: str, start: bool) -> Action:
+    """One replica of a pool: started when it does not run; one whose inputs changed is replaced by the pool upgrade
+    (traffic/pool_upgrade.py: replica by replica, a surge where the slot has room, else in place), or, in mode none,
+    left for `ernie-ops apply` to do."""
     unit = seen.unit
     if action := _not_running("engine", seen, start, f"replica {port} does not serve: start it"):
         return action
     if seen.stale:
-        return Action(
-            "engine", unit, "pending", f"changed since {unit} started: {', '.join(seen.newer)}; not applied: a pool's replicas are "
-            "replaced by the pool upgrade, which is not built yet (docs/design/replica-pool.md, step 5); to apply the change "
-            "now, serve one replica (pool.replicas: 1) and cut over", newer=seen.newer,
-        )  # fmt: skip
+        changed = ", ".join(seen.newer)
+        if mode == "none":
+            return Action("engine", unit, "pending", f"changed since {unit} started: {changed}; not applied (mode none): "
+                          "run `ernie-ops apply`", newer=seen.newer)  # fmt: skip
+        return Action("engine", unit, "upgrade", f"changed since {unit} started: {changed}", target=str(port), newer=seen.newer)
     if seen.enabled not in ("enabled", "enabled-runtime"):
         return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
     return Action("engine", unit, "none", f"{unit} serves and started after every input changed")

@@ -296,13 +296,16 @@ class Gateway:
         """A canary step: `percent` of requests to `target` (`render_split`)."""
         self._replace(render_split(source, target, percent, sticky))
 
-    def route_pool(self, ports: list[int], balance: str = "least_conn") -> None:
-        """Every replica in `ports` in rotation (`render_pool`); a port the pool watch has marked `down` stays so."""
-        try:
-            marked = marks_of(self.read_upstream())
-        except GatewayError:
-            marked = {}  # no include yet
-        self._replace(render_pool(ports, balance, frozenset(p for p in ports if marked.get(p))))
+    def route_pool(self, ports: list[int], balance: str = "least_conn", down: frozenset[int] | None = None) -> None:
+        """Every replica in `ports` a server (`render_pool`), the `down` ones out of rotation; `down` None: a port the
+        pool watch has marked `down` stays so."""
+        if down is None:
+            try:
+                marked = marks_of(self.read_upstream())
+            except GatewayError:
+                marked = {}  # no include yet
+            down = frozenset(p for p in ports if marked.get(p))
+        self._replace(render_pool(ports, balance, down))
 
     def mark_down(self, down: frozenset[int]) -> None:
         """Take the ports in `down` out of rotation and put every other back (the pool watch), on the include as it is."""

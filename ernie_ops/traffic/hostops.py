@@ -204,6 +204,14 @@ class RealHost:
         except httpx.HTTPError:
             return None
 
+    # a pool's verbs (traffic/pool_upgrade.PoolOps)
+    def in_flight(self, port: int) -> float | None:
+        snap = self.metrics(port)
+        return None if snap is None else snap.in_flight
+
+    def route_pool(self, ports: list[int], down: frozenset[int]) -> None:
+        self.gw.route_pool(ports, self.cfg.pool.balance, down)
+
     def memory_problem(self, source: int | None, target: int) -> str | None:
         return memory_budget_problem(self.cfg, source, target)
 

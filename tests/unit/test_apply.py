@@ -170,6 +170,12 @@ class FakeHost:
     def upstream_text(self, cfg) -> str:
         return self.upstream
 
+    pool_result: dict | None = None  # what the pool upgrade reports (None: done, replicas unchanged)
+
+    def run_pool_upgrade(self, cfg, replicas: list[int], stale: list[int], extra: list[str], start_timeout: float) -> dict:
+        self.calls.append(f"pool upgrade {','.join(map(str, stale))}")
+        return self.pool_result or {"ok": True, "replicas": replicas, "down": [], "error": None}
+
     def route_pool(self, cfg, ports: list[int]) -> None:
         self.calls.append(f"route pool {','.join(map(str, ports))}")
         if self.fail_verb == "route":
@@ -437,11 +443,30 @@ def test_a_pool_include_nginx_refuses_fails_the_run_and_the_serving_replica_keep
     assert "replica(s) 8002 serve but the gateway still routes only the others: nginx -t failed" in res.message
 
 
-def test_a_changed_pool_replica_waits_for_the_pool_upgrade_and_says_how_to_apply_it_now(tmp_path):
+def test_changed_pool_replicas_are_replaced_by_one_pool_upgrade_or_left_pending_in_mode_none(tmp_path):
+    cfg = _pool_cfg(tmp_path, None)
+    apply.init_route(cfg)
+    units = {POOL[0]: {"active": "active", "started": 100}, POOL[1]: {"active": "active", "started": 5}}
+    host = FakeHost(units, {CONF: 9_990.0})  # the config changed after 8000 started, before 8002 did
+    host.upstream = (tmp_path / "upstream.conf").read_text()
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.ok and [a.action for a in res.actions] == ["upgrade", "none"] and host.calls == ["pool upgrade 8000"]
+    assert res.actions[0].done and res.changed
+    # a surge moved slot 0 to its second port: the route says so
+    host.calls.clear()
+    host.pool_result = {"ok": True, "replicas": [8001, 8002], "down": [], "error": None}
+    moved = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert moved.route["replicas"] == [8001, 8002]
+    pending = apply.apply(cfg, CONF, services=("engine",), host=host, mode="none")
+    assert [a.action for a in pending.actions] == ["pending", "none"] and "run `ernie-ops apply`" in pending.actions[0].reason
+
+
+def test_a_failed_pool_upgrade_fails_the_run_with_its_sentence(tmp_path):
     cfg = _pool_cfg(tmp_path, None)
     apply.init_route(cfg)
     host = FakeHost({u: {"active": "active", "started": 100} for u in POOL}, {CONF: 9_990.0})
     host.upstream = (tmp_path / "upstream.conf").read_text()
+    host.pool_result = {"ok": False, "replicas": [8000, 8002], "down": [8000], "error": "slot 0 (cores 0): 8000 stays out of rotation"}
     res = apply.apply(cfg, CONF, services=("engine",), host=host)
-    assert [a.action for a in res.actions] == ["pending", "pending"] and host.calls == [] and not res.changed
-    assert "pool upgrade, which is not built yet" in res.actions[0].reason and "pool.replicas: 1" in res.actions[0].reason
+    assert not res.ok and res.message == "pool upgrade: slot 0 (cores 0): 8000 stays out of rotation"
+    assert host.calls == ["pool upgrade 8000,8002"]
