@@ -234,7 +234,9 @@ class RealHost:
         ops = hostops.RealHost(cfg)
         try:
             with state.cutover_lock(Path(cfg.paths.state_dir), f"pool upgrade of {', '.join(map(str, stale))}"):
-                return pool_upgrade.PoolUpgrade(ops, replicas, steps, pool_upgrade.Timeouts(start=start_timeout)).run().as_dict()
+                down = frozenset(p for p, marked in marks_of(self.upstream_text(cfg)).items() if marked)  # the watch's
+                upgrade = pool_upgrade.PoolUpgrade(ops, replicas, steps, pool_upgrade.Timeouts(start=start_timeout), down=down)
+                return upgrade.run().as_dict()
         finally:
             ops.close()
 

@@ -66,7 +66,7 @@ class Timeouts:
 class PoolResult:
     ok: bool = False
     replicas: list[int] = field(default_factory=list)  # the port serving in each slot at the end
-    down: list[int] = field(default_factory=list)  # replicas left out of rotation by a failed in-place step
+    down: list[int] = field(default_factory=list)  # out of rotation at the end: the watch's marks, a failed in-place step's replica
     steps: list[Step] = field(default_factory=list)
     error: str | None = None
 
@@ -86,11 +86,12 @@ class PoolUpgrade:
         steps: list[ReplicaStep],
         timeouts: Timeouts | None = None,
         on_step: Callable[[Step], None] | None = None,
+        down: frozenset[int] = frozenset(),
     ):
         self.host, self.t = host, timeouts or Timeouts()
         self.replicas = list(replicas)  # the port serving in each slot, updated as steps land
         self.steps = steps
-        self.down: set[int] = set()
+        self.down: set[int] = set(down)  # out of rotation: the watch's marks when it started, then the in-place steps
         self.on_step = on_step or (lambda step: None)
         self.result = PoolResult(replicas=self.replicas)
 

@@ -107,3 +107,9 @@ def test_an_old_replica_that_never_drains_is_stopped_after_the_bound():
     res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], Timeouts(drain=5)).run()
     drain = next(s for s in res.steps if s.name.endswith("drain 8000"))
     assert res.ok and "still had requests after 5 s" in drain.detail and host.units[8000] == "inactive" and host.now >= 5
+
+
+def test_a_replica_the_watch_had_taken_out_stays_out_while_the_others_are_replaced():
+    host = FakePoolHost(units={8000: "active", 8002: "active"}, rotation=[8000, 8002], down=frozenset({8002}))
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], down=frozenset({8002})).run()
+    assert res.ok and host.in_rotation() == [8001] and res.down == [8002]
