@@ -235,7 +235,8 @@ class RealHost:
         try:
             with state.cutover_lock(Path(cfg.paths.state_dir), f"pool upgrade of {', '.join(map(str, stale))}"):
                 down = frozenset(p for p, marked in marks_of(self.upstream_text(cfg)).items() if marked)  # the watch's
-                upgrade = pool_upgrade.PoolUpgrade(ops, replicas, steps, pool_upgrade.Timeouts(start=start_timeout), down=down)
+                timeouts = pool_upgrade.Timeouts(start=start_timeout)
+                upgrade = pool_upgrade.PoolUpgrade(ops, replicas, steps, timeouts, down=down, eval_gate=cfg.cutover.eval)
                 return upgrade.run().as_dict()
         finally:
             ops.close()

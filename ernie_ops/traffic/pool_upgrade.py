@@ -24,11 +24,16 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from ernie_ops.config import EvalGateConfig
 from ernie_ops.errors import ErnieOpsError
+from ernie_ops.evaluate import gate as quality
 from ernie_ops.traffic.pool_plan import ReplicaStep
 from ernie_ops.traffic.runbook import Step
+
+if TYPE_CHECKING:  # annotations only
+    from ernie_ops.evaluate.run import Report
 
 
 class PoolOps(Protocol):
@@ -49,6 +54,9 @@ class PoolOps(Protocol):
 
     def route_pool(self, ports: list[int], down: frozenset[int]) -> None:
         """The include: every port a server, `down` ones out of rotation (write, nginx -t, reload; restored on failure)."""
+
+    def evaluate(self, path: str, port: int) -> Report:
+        """The golden set at `path` against the instance on `port` (the quality gate)."""
 
     def monotonic(self) -> float: ...
 
@@ -87,12 +95,14 @@ class PoolUpgrade:
         timeouts: Timeouts | None = None,
         on_step: Callable[[Step], None] | None = None,
         down: frozenset[int] = frozenset(),
+        eval_gate: EvalGateConfig | None = None,
     ):
         self.host, self.t = host, timeouts or Timeouts()
         self.replicas = list(replicas)  # the port serving in each slot, updated as steps land
         self.steps = steps
         self.down: set[int] = set(down)  # out of rotation: the watch's marks when it started, then the in-place steps
         self.on_step = on_step or (lambda step: None)
+        self.eval_gate = eval_gate if eval_gate is not None and eval_gate.file else None  # the first new replica's
         self.result = PoolResult(replicas=self.replicas)
 
     def run(self) -> PoolResult:
@@ -111,6 +121,8 @@ class PoolUpgrade:
         try:
             self._do(f"{where}: start {s.new}", lambda: self._start(s.new))
             self._do(f"{where}: gate {s.new}", lambda: self._gate(s.new))
+            if self._quality_pending():
+                self._do(f"{where}: quality {s.new}", lambda: self._quality(s.new, s.old))
             self._do(f"{where}: {s.new} in place of {s.old}", lambda: self._route(s.old, s.new))
         except ErnieOpsError as exc:
             self._undo(f"{where}: undo: stop {s.new}", lambda: self._stop(s.new))
@@ -129,6 +141,9 @@ class PoolUpgrade:
             self._do(f"{where}: drain {port}", lambda: self._drain(port))
             self._do(f"{where}: restart {port}", lambda: self._restart(port))
             self._do(f"{where}: gate {port}", lambda: self._gate(port))
+            if self._quality_pending():  # judged against a replica still on the old version, if one serves
+                old = next((p for p in self.replicas if p != port and p not in self.down), None)
+                self._do(f"{where}: quality {port}", lambda: self._quality(port, old))
         except ErnieOpsError as exc:
             raise StepFailed(
                 f"{where}: {exc}; {port} stays out of rotation ({self._left()}): its files are the new version's, so the old "
@@ -150,6 +165,25 @@ class PoolUpgrade:
     def _gate(self, port: int) -> str:
         self.host.gate(port)
         return f"{port} answers /health, /v1/models and a completion"
+
+    def _quality_pending(self) -> bool:
+        return self.eval_gate is not None and not any(step.name.split(": ")[-1].startswith("quality") for step in self.result.steps)
+
+    def _quality(self, new: int, old: int | None) -> str:
+        """The golden set against the first new replica before it gets traffic, and against an old one to compare."""
+        gate = self.eval_gate
+        assert gate is not None and gate.file is not None
+        new_report = self.host.evaluate(gate.file, new)
+        old_report = None
+        if old is not None:
+            try:
+                old_report = self.host.evaluate(gate.file, old)
+            except ErnieOpsError:
+                old = None  # judged by min_pass_rate only: moving away from a broken old version must stay possible
+        verdict = quality.judge(gate, new, new_report, old, old_report)
+        if not verdict.ok:
+            raise StepFailed(verdict.sentence)
+        return verdict.sentence
 
     def _route(self, old: int, new: int) -> str:
         replicas = [new if p == old else p for p in self.replicas]

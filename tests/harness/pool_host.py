@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ernie_ops.errors import ErnieOpsError, ProbeFailed
+from ernie_ops.evaluate import run
 from ernie_ops.host.systemd import StartFailed
 from ernie_ops.traffic.gateway import GatewayError
 
@@ -23,6 +24,8 @@ class FakePoolHost:
     fail: set[tuple[str, int]] = field(default_factory=set)
     busy: set[int] = field(default_factory=set)  # ports whose requests never drain
     refuse_routes_from: int | None = None
+    # the quality gate's scripted answers per port: the cases (id, passed) of its report (default: one passing case)
+    evals: dict[int, list[tuple[str, bool]]] = field(default_factory=dict)
     calls: list[tuple] = field(default_factory=list)
     routes: int = 0
     now: float = 0.0
@@ -68,6 +71,14 @@ class FakePoolHost:
         if self.refuse_routes_from is not None and self.routes >= self.refuse_routes_from:
             raise GatewayError("nginx -t failed: unknown directive")  # the include left as it was
         self.rotation, self.down = list(ports), frozenset(down)
+
+    def evaluate(self, path: str, port: int) -> run.Report:
+        self._call("evaluate", port)
+        cases = [
+            run.CaseResult(i, "messages", 1.0, ok, "", [] if ok else [f"missing 'answer-{i}'"])
+            for i, ok in self.evals.get(port, [("hello", True)])
+        ]
+        return run.Report(cases, 0.01, f"http://127.0.0.1:{port}")
 
     def in_rotation(self) -> list[int]:
         return [p for p in self.rotation if p not in self.down]

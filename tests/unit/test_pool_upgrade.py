@@ -3,6 +3,7 @@ every undo, in milliseconds."""
 
 from __future__ import annotations
 
+from ernie_ops.config import EvalGateConfig
 from ernie_ops.traffic.pool_plan import ReplicaStep
 from ernie_ops.traffic.pool_upgrade import PoolUpgrade, Timeouts
 from tests.harness.pool_host import FakePoolHost
@@ -113,3 +114,31 @@ def test_a_replica_the_watch_had_taken_out_stays_out_while_the_others_are_replac
     host = FakePoolHost(units={8000: "active", 8002: "active"}, rotation=[8000, 8002], down=frozenset({8002}))
     res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], down=frozenset({8002})).run()
     assert res.ok and host.in_rotation() == [8001] and res.down == [8002]
+
+
+GOLDEN = EvalGateConfig(file="/etc/ernie-ops/golden.yaml")
+
+
+def test_the_first_new_replica_passes_the_quality_gate_before_any_traffic_and_the_others_are_not_asked_again():
+    host = gpu_host()
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), surge(1, 8002, 8003)], eval_gate=GOLDEN).run()
+    assert res.ok and [c for c in host.calls if c[0] == "evaluate"] == [("evaluate", 8001), ("evaluate", 8000)]
+    assert host.calls.index(("evaluate", 8001)) < host.calls.index(("route", (8001, 8002), ()))
+    quality = next(s for s in res.steps if "quality" in s.name)
+    assert quality.name == "slot 0 (gpu 0): quality 8001" and "within 0% of the old" in quality.detail
+
+
+def test_a_first_new_replica_that_fails_the_golden_set_gets_no_traffic_and_is_stopped():
+    host = gpu_host()
+    host.evals[8001] = [("hello", False)]
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], eval_gate=GOLDEN).run()
+    assert not res.ok and host.rotation == [8000, 8002] and host.units[8001] == "inactive"
+    assert "quality: 8001 passed 0 of 1 case" in res.error and "failing hello" in res.error
+
+
+def test_in_place_the_new_version_is_judged_against_a_replica_still_on_the_old_one():
+    host = FakePoolHost(units={8000: "active", 8001: "active"}, rotation=[8000, 8001])
+    host.evals[8000] = [("hello", False)]
+    res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000)], eval_gate=GOLDEN).run()
+    assert not res.ok and res.down == [8000] and ("evaluate", 8001) in host.calls
+    assert "quality: 8000 passed 0 of 1 case" in res.error and "stays out of rotation" in res.error
