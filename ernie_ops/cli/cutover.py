@@ -48,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
     from ernie_ops.traffic.canary import rollout
 
     cfg = config.load(args.config)
+    if cfg.pool.replicas > 1:  # the runbook moves traffic between two ports; a pool's replicas move one slot at a time
+        raise UsageError(
+            f"this host serves a pool of {cfg.pool.replicas} replicas (pool.replicas): `ernie-ops {args.command}` moves traffic "
+            "between two instances; a pool's replicas are replaced one by one by `ernie-ops apply` after their files changed "
+            "(site.yml and upgrade.yml run it)"
+        )
     timeouts = cutover.Timeouts(start=args.start_timeout, verify=args.verify_timeout, drain=args.drain_timeout)
     on_step = None if args.json else _print_step
     if args.command == "rollback":

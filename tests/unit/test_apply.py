@@ -470,3 +470,15 @@ def test_a_failed_pool_upgrade_fails_the_run_with_its_sentence(tmp_path):
     res = apply.apply(cfg, CONF, services=("engine",), host=host)
     assert not res.ok and res.message == "pool upgrade: slot 0 (cores 0): 8000 stays out of rotation"
     assert host.calls == ["pool upgrade 8000,8002"]
+
+
+def test_a_cutover_on_a_pool_host_is_a_usage_error_that_says_what_replaces_replicas(tmp_path, capsys):
+    from ernie_ops import cli
+    from ernie_ops.errors import EXIT_USAGE
+
+    cfg = tmp_path / "ernie.yaml"
+    cfg.write_text("pool: {replicas: 2}\ninstances:\n  - {port: 8000, slot: 0}\n  - {port: 8002, slot: 1}\n")
+    for argv in (["cutover", "8002"], ["rollback"]):
+        assert cli.main(["--config", str(cfg), *argv]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert "serves a pool of 2 replicas" in err and "`ernie-ops apply`" in err and "Traceback" not in err, err
