@@ -49,6 +49,7 @@ class Status:
     warnings: list[str] = field(default_factory=list)  # not about serving (e.g. a corrupt state file): ok stays true
     split: dict[int, float] = field(default_factory=dict)  # port -> % of traffic, during a canary step
     rollout: dict | None = None  # the canary/bake in progress (rollout_file): phase, live verdict, watcher
+    pool: dict | None = None  # a pool (pool.replicas > 1): size, the replicas the include lists, those in rotation
 
     @property
     def ok(self) -> bool:
@@ -103,12 +104,19 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
     """`unit_state`: systemd's view of one instance (injectable: tests cannot own real units)."""
     gw = Gateway(cfg.gateway)
     problems: list[str] = []
+    pool = None
     try:
-        shares = gateway.shares(gw.weights())
+        if cfg.pool.replicas > 1:  # every replica a server of the include: no canary split, no single routed port
+            marks = gateway.marks_of(gw.read_upstream())
+            in_rotation = [p for p, down in marks.items() if not down]
+            pool = {"size": cfg.pool.replicas, "replicas": list(marks), "in_rotation": in_rotation}
+            shares = {p: 100.0 / len(in_rotation) for p in in_rotation}
+        else:
+            shares = gateway.shares(gw.weights())
     except ErnieOpsError as exc:
         shares, problems = {}, [str(exc)]
-    routed = max(shares, key=lambda p: shares[p]) if shares else None  # during a canary step: the larger side
-    split = shares if len(shares) > 1 else {}
+    routed = max(shares, key=lambda p: shares[p]) if shares and pool is None else None  # a canary step: the larger side
+    split = shares if len(shares) > 1 and pool is None else {}
     live, code = None, None
     with httpx.Client(timeout=cfg.health.request_timeout_seconds, verify=cfg.gateway.tls_verify()) as client:
         try:
@@ -127,6 +135,10 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
             instances.append(inst)
     if code is not None and code != 200:
         problems.append(f"gateway /health is {code}: the routed instance {routed} does not serve")
+    if pool is not None and len(pool["in_rotation"]) < pool["size"]:
+        out = [p for p in pool["replicas"] if p not in pool["in_rotation"]]
+        why = f" ({', '.join(map(str, out))} taken out: `ernie-ops logs` says why)" if out else ""
+        problems.append(f"the pool serves from {len(pool['in_rotation'])} of its {pool['size']} replicas{why}")
     if live is not None and routed is not None and live != routed and not split:
         problems.append(f"nginx answers from {live} but the include names {routed}: a reload is pending (rerun the cutover)")
     for inst in instances:
@@ -138,7 +150,7 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
     last = saved.history[-1] if saved.history else None
     warnings = list(saved.warnings)
     live_rollout = _rollout(Path(cfg.paths.state_dir), split, problems, warnings)
-    return Status(cfg.gateway.url, routed, live, code, instances, last, problems, warnings, split, live_rollout)
+    return Status(cfg.gateway.url, routed, live, code, instances, last, problems, warnings, split, live_rollout, pool)
 
 
 def _rollout(state_dir: Path, split: dict[int, float], problems: list[str], warnings: list[str]) -> dict | None:

@@ -63,6 +63,10 @@ def header(st: Status) -> Text:
         routed = " + ".join(f"{p} ({s:.0f}%)" for p, s in st.split.items())
     live = "" if st.live_port in (None, st.routed_port) else f" (nginx answers from {st.live_port})"
     code = "-" if st.gateway_health is None else str(st.gateway_health)
+    if st.pool is not None:  # any replica may answer /health: no "answers from" to compare
+        rotation = st.pool["in_rotation"]
+        listed = ", ".join(map(str, rotation)) or "none"
+        return Text(f"gateway {st.gateway_url}  /health {code}  pool {len(rotation)} of {st.pool['size']} in rotation: {listed}")
     return Text(f"gateway {st.gateway_url}  /health {code}  routed {routed}{live}")
 
 

@@ -210,3 +210,29 @@ def test_an_instance_that_does_not_serve_shows_what_its_launcher_said(tmp_path):
     # a stopped instance keeps its last words too ("stopped on SIGTERM"): not shown, it is not a problem
     stopped = lambda p: systemd.UnitState(active="inactive", sub="dead", result="success", main_pid=0, status_text="stopping", n_restarts=0)  # noqa: E731
     assert status.collect(make_cfg(tmp_path, port), unit_state=stopped).instances[0].says is None
+
+
+def test_a_pool_shows_its_replicas_in_rotation_and_one_taken_out_is_a_problem(tmp_path, foreign):
+    """A pool's include lists every replica; status reads it as a pool (no canary split, no single routed port), marks
+    the replicas in rotation and says when the pool serves from fewer than its size. One replica here is a real
+    listener on 127.0.0.1 (answering like an instance); the other port is free."""
+    from ernie_ops.traffic import gateway
+
+    other = free_port()
+    upstream = tmp_path / "upstream.conf"
+    upstream.write_text(gateway.render_pool([foreign, other], down=frozenset({other})))
+    path = tmp_path / "ernie.yaml"
+    path.write_text(
+        f"pool: {{replicas: 2}}\ninstances:\n  - {{port: {foreign}, slot: 0}}\n  - {{port: {other}, slot: 1}}\n"
+        f"model: {{path: {tmp_path / 'model'}, served_name: ernie-tiny}}\n"
+        f"gateway: {{url: 'http://127.0.0.1:{free_port()}', upstream_file: {upstream}}}\n"
+        f"paths: {{state_dir: {tmp_path / 'state'}, cache_dir: {tmp_path / 'cache'}}}\nhealth: {{request_timeout_seconds: 0.5}}\n"
+    )
+    st = status.collect(config.load(str(path)), unit_state=unit("active"))
+    assert (
+        st.pool == {"size": 2, "replicas": sorted([foreign, other]), "in_rotation": [foreign]} and st.split == {} and st.routed_port is None
+    )
+    assert [i.routed for i in st.instances] == [True, False]
+    assert f"the pool serves from 1 of its 2 replicas ({other} taken out: `ernie-ops logs` says why)" in st.problems
+    assert not any("splits traffic" in p for p in st.problems), st.problems
+    assert status_view.header(st).plain.endswith(f"pool 1 of 2 in rotation: {foreign}")
