@@ -29,6 +29,7 @@ from ernie_ops import config
 from ernie_ops.chat import history, marketing_ui, thread_dicts, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
+from ernie_ops.chat.drain import INTERRUPTED, REPLIES, RESTARTING
 from ernie_ops.chat.login_guard import LoginGuard
 from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
 from ernie_ops.chat.onboarding_ui import build_onboarding
@@ -435,11 +436,21 @@ class MessageSink:
 
     async def stopped(self) -> None:
         if self.msg is not None:
+            if REPLIES.cut:  # cut by a stop of the app, not by the user: say so in the stored answer
+                self.msg.content += INTERRUPTED
             await self.msg.update()  # ends the streaming state; the partial text stays
 
 
 @cl.on_message
 async def on_message(message: cl.Message) -> None:
+    if REPLIES.draining:  # the app is stopping: answers in flight finish, new ones would be cut (chat/drain.py)
+        await cl.Message(content=RESTARTING).send()
+        return
+    async with REPLIES.reply():
+        await _answer(message)
+
+
+async def _answer(message: cl.Message) -> None:
     conv: Conversation | None = cl.user_session.get("conversation")
     if conv is None:  # a message before on_chat_start finished (reconnects): start now
         await start()

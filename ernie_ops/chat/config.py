@@ -81,6 +81,10 @@ class ChatConfig(Section):
     cleanup: bool = True
     indent_cjk_paragraphs: bool = False
     session_timeout_seconds: int = Field(3600, ge=60, le=86400 * 30)
+    restart_drain_seconds: float = Field(
+        20.0, ge=0.0, le=25.0,
+        description="on a stop or restart, how long answers in flight may finish first (within the unit's TimeoutStopSec=30)",
+    )  # fmt: skip
     default_scenario: str | None = None
     scenarios: list[ScenarioConfig] | None = Field(None, min_length=1, description="null: the built-in scenarios")
     docs: DocsConfig = Field(default_factory=DocsConfig)

@@ -183,6 +183,26 @@ def serve_on(sock: socket.socket) -> None:
     uvicorn.Server.serve = serve
 
 
+def drain_on_stop(bound: float) -> None:
+    """Make uvicorn's shutdown (SIGTERM: `systemctl stop/restart`) let the answers in flight finish first, on their open
+    websockets, for at most `bound` seconds (chat/drain.py); then its own shutdown closes the connections."""
+    import uvicorn
+
+    from ernie_ops.chat.drain import REPLIES
+
+    original = uvicorn.Server.shutdown
+
+    async def shutdown(self, sockets=None):
+        if REPLIES.tasks:
+            log.info("stopping: %d answer(s) in flight may finish (up to %.0f s)", len(REPLIES.tasks), bound)
+        finished, cut = await REPLIES.drain(bound)
+        if finished or cut:
+            log.info("stopping: %d answer(s) finished, %d cut and stored as far as they were streamed", finished, cut)
+        return await original(self, sockets=sockets)
+
+    uvicorn.Server.shutdown = shutdown
+
+
 def _url(host: str, port: int, root_path: str) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{root_path}"
 
@@ -255,6 +275,7 @@ def run(cfg: Config, config_path: str, root: Path, host: str | None = None, port
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one `reply ...` line per reply says it all
         if sock is not None:
             serve_on(sock)
+        drain_on_stop(cfg.chat.restart_drain_seconds)
         run_chainlit(str(APP_FILE))
     except Exception as exc:  # e.g. a bad CHAINLIT_* setting in chat.env: one line for the journal, not a traceback
         raise ErnieOpsError(f"Chainlit failed to start: {type(exc).__name__}: {exc}") from None

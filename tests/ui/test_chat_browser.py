@@ -642,6 +642,32 @@ def test_message_in_flight_during_cutover_completes(chat, sb):
     assert lines[0]["upstream"] == "127.0.0.1:8000" and lines[-1]["upstream"] == "127.0.0.1:8001", lines
 
 
+def test_an_answer_streaming_when_the_app_restarts_finishes_on_the_page_and_is_kept(chat, sb):
+    """Issue 34, item 8: `systemctl restart ernie-chainlit` (every site.yml run with a chat change) while an answer
+    streams. The app lets it finish on the open page before it stops (chat/drain.py), stores it, and the page,
+    reconnected to the new app, shows the whole answer in the thread after a reload. The engine is held half the time
+    (tests/harness/throttle.py), so the answer is still streaming when the stop arrives; the journal shows the drain."""
+    routed = status_port(sb)
+    since = now(sb)
+    with sb.slowed(routed, 0.5, PY):
+        n0 = chat.send("重启期间的这条回答必须完整。")
+        chat.wait_streaming(n0)
+        restart = sb.spawn(["systemctl", "restart", "ernie-chainlit.service"])
+        first = chat.reply(n0, timeout=120)
+    assert restart.wait(timeout=180) == 0, restart.communicate()
+    chat.shot("08b-answer-finished-across-a-restart")
+    journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since]).stdout
+    assert "stopping: 1 answer(s) in flight may finish" in journal and "stopping: 1 answer(s) finished, 0 cut" in journal, journal[-3000:]
+    (line,) = replies(sb, since)
+    assert line["outcome"] == "done" and line["finish"] == "length", line
+    chat.reload()  # on the new app: the thread resumes from the history
+    assert chat.assistant_texts()[-1] == first.text, (chat.assistant_texts()[-1:], first.text)
+
+
+def status_port(sb) -> int:
+    return json.loads(sb.run([PY, "-m", "ernie_ops", "route", "--json"]).stdout)["routed_port"]
+
+
 def test_backend_down_is_a_friendly_message(chat, sb):
     sb.systemctl("stop", "ernie-vllm@8001.service", timeout=180)  # the routed instance: nginx answers 502
     n0 = chat.send("有人吗？")
