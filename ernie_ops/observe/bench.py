@@ -207,10 +207,13 @@ async def _worker(spec: BenchSpec, concurrency: int, quota: int | None, deadline
         n = 0
         while True:
             if rate is not None:
-                wait = t0 + (n * concurrency + k) / rate - time.monotonic()
+                slot = t0 + (n * concurrency + k) / rate
                 n += 1
+                if deadline is not None and slot >= deadline:  # decided by the slot, not by when a sleep wakes:
+                    break  # asyncio may wake a sleep a clock tick early, which sent one request past the rate (CI)
+                wait = slot - time.monotonic()
                 if wait > 0:
-                    await asyncio.sleep(min(wait, deadline - time.monotonic()) if deadline is not None else wait)
+                    await asyncio.sleep(wait)
             if not take():
                 break
             rec = await _request(client, spec, body, headers)
