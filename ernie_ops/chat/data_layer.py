@@ -38,6 +38,7 @@ from chainlit.user import PersistedUser, User
 from fastapi import HTTPException
 
 from ernie_ops.chat import thread_dicts
+from ernie_ops.chat.drain import REPLIES
 from ernie_ops.threads.errors import HistoryError, HistoryUnavailable
 from ernie_ops.threads.store import ThreadStore
 
@@ -102,11 +103,12 @@ class HistoryLayer(BaseDataLayer):
 
     async def _write(self, what: str, call: Callable[[ThreadStore], Awaitable[Any]], thread_id: str | None = None) -> Any:
         try:
-            store = await self.store()
-            if thread_id and not await self._may_write(store, thread_id):
-                log.warning("history: %s not saved: thread %s belongs to another user than this session's", what, thread_id)
-                return None
-            return await call(store)
+            async with REPLIES.writing():  # a stop of the app waits for it (chat/drain.py)
+                store = await self.store()
+                if thread_id and not await self._may_write(store, thread_id):
+                    log.warning("history: %s not saved: thread %s belongs to another user than this session's", what, thread_id)
+                    return None
+                return await call(store)
         except HistoryUnavailable as exc:
             log.error("history: %s not saved: %s", what, exc)
             await self._tell_once()

@@ -39,3 +39,31 @@ def test_a_stop_with_nothing_in_flight_returns_at_once_and_cuts_nothing():
 
     result, took, cut = asyncio.run(scenario())
     assert result == (0, 0) and took < 0.5 and not cut
+
+
+def test_the_stop_waits_for_the_history_write_an_answer_left_behind():
+    """Chainlit stores a finished message by a task of its own (asyncio.create_task(data_layer.create_step(...))): the
+    answer's handler returns first. The stop waits for that write too (a fresh clone's restart lost an answer so)."""
+
+    async def scenario() -> list[str]:
+        replies, events = Replies(), []
+
+        async def store() -> None:
+            async with replies.writing():
+                await asyncio.sleep(0.3)
+                events.append("stored")
+
+        async def answer() -> None:
+            async with replies.reply():
+                await asyncio.sleep(0.1)
+                asyncio.create_task(store())  # noqa: RUF006 (as Chainlit's Message.send does: nobody keeps it)
+                events.append("answered")
+
+        task = asyncio.create_task(answer())
+        await asyncio.sleep(0.01)
+        await replies.drain(bound=5)
+        events.append("stopping")
+        await task
+        return events
+
+    assert asyncio.run(scenario()) == ["answered", "stored", "stopping"]

@@ -39,7 +39,7 @@ from ernie_ops.onboarding.service import (
     welcome_writer,
 )
 from ernie_ops.onboarding.window import OnboardingOver
-from tests.harness.dates import day
+from tests.harness.dates import day, when_run
 from tests.harness.onboarding import TEMPLATES, WELCOME, Writer, make_cfg, write_csv
 
 
@@ -301,11 +301,12 @@ def test_confirming_after_the_window_is_refused_with_the_over_sentence(tmp_path)
     [
         (None, "down"),  # no export file
         ([li()], "not_found"),
-        ([f"zhang.wei,E1001,张伟,,SRE,李娜,{start()}"], "incomplete"),
+        (lambda: [f"zhang.wei,E1001,张伟,,SRE,李娜,{start()}"], "incomplete"),  # dated when run
         (["zhang.wei,E1001,张伟,研发,SRE,李娜,下周一"], "bad_date"),  # unknown format
     ],
 )
 def test_an_hr_error_from_the_export_file_pushes_nothing(tmp_path, rows, kind):
+    rows = when_run(rows)
     if rows is not None:
         write_csv(tmp_path, *rows)
     writer = Writer()
@@ -382,12 +383,13 @@ def test_a_refused_welcome_is_replaced_by_the_fallback(tmp_path, text, caplog):
         ("欢迎张伟加入市场部！期待与你共事。", "names the department '市场部', the record's is '研发'"),
         ("欢迎张伟加入研发，月薪五万，期待与你共事。", "holds '五万', a number that is not among the facts"),
         ("欢迎张伟！你的直属上级是王芳。", "names the manager '王芳', the record's is '李娜'"),
-        (f"欢迎张伟！{day(6).month}月{day(6).day}日见。", f"the start date is {start()}"),
+        (lambda: f"欢迎张伟！{day(6).month}月{day(6).day}日见。", lambda: f"the start date is {start()}"),  # dated when run
         ("欢迎！你的同事们在市场等你。", "names the department '市场'"),  # a department the templates know
     ],
     ids=["wrong-department", "invented-salary", "wrong-manager", "wrong-date", "template-department"],
 )
 def test_a_welcome_that_says_what_the_record_does_not_is_replaced_and_the_reason_logged(tmp_path, text, reason, caplog):
+    text, reason = when_run(text), when_run(reason)
     write_csv(tmp_path, zhang())
     with caplog.at_level(logging.WARNING, logger="ernie_ops.onboarding.service"):
         opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
@@ -401,11 +403,12 @@ def test_a_welcome_that_says_what_the_record_does_not_is_replaced_and_the_reason
     [
         "欢迎！邮箱在 https://mail.example.com 可以登录。",
         "欢" * MAX_WELCOME_CHARS,
-        f"欢迎张伟加入研发部！你将于{start().month}月{start().day}日入职，直属上级是李娜。",
+        lambda: f"欢迎张伟加入研发部！你将于{start().month}月{start().day}日入职，直属上级是李娜。",  # dated when run
     ],
     ids=["guide-url", "at-limit", "the-records-own-facts"],
 )
 def test_a_welcome_within_the_rules_is_kept(tmp_path, text):
+    text = when_run(text)
     write_csv(tmp_path, zhang())
     opened = run(helper(tmp_path, Writer(text)).open("zhang.wei"))
     assert not opened.fallback_welcome_used and opened.items[0].content == text

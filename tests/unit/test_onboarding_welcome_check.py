@@ -10,7 +10,7 @@ import pytest
 
 from ernie_ops.onboarding.plan import Facts, fallback_welcome
 from ernie_ops.onboarding.welcome_check import mismatch
-from tests.harness.dates import day
+from tests.harness.dates import day, when_run
 
 
 def start():
@@ -46,18 +46,18 @@ def cn(n: int) -> str:
     [
         "欢迎张伟加入研发部！期待与你一起成长。",
         "张伟你好，欢迎加入我们的研发团队，成为团队的一员！第一周加油。",
-        f"欢迎张伟！你将于{m()}月{d()}日正式入职研发，你的直属上级是李娜，有问题可以随时问她。",
-        f"欢迎！你的入职日期是{start().year}年{m()}月{d()}日，岗位是SRE。",
-        f"欢迎！入职日期 {start().isoformat()}，请向李娜老师报到。",
-        f"欢迎！{cn(m())}月{cn(d())}日见，你将担任SRE工程师。",
+        lambda: f"欢迎张伟！你将于{m()}月{d()}日正式入职研发，你的直属上级是李娜，有问题可以随时问她。",
+        lambda: f"欢迎！你的入职日期是{start().year}年{m()}月{d()}日，岗位是SRE。",
+        lambda: f"欢迎！入职日期 {start().isoformat()}，请向李娜老师报到。",
+        lambda: f"欢迎！{cn(m())}月{cn(d())}日见，你将担任SRE工程师。",
         "祝你在新的岗位上十分顺利，万事如意！",
-        f"Welcome aboard, 张伟! We're excited to have you on the team from {start():%B} {d()}.",
-        f"Welcome to the team! Your first day is {start():%b} {d()}, {start().year}, and your manager is 李娜.",
+        lambda: f"Welcome aboard, 张伟! We're excited to have you on the team from {start():%B} {d()}.",
+        lambda: f"Welcome to the team! Your first day is {start():%b} {d()}, {start().year}, and your manager is 李娜.",
         "Welcome, 张伟! As a new member of our team you will do great things.",
     ],
 )
 def test_a_welcome_that_says_only_the_records_facts_is_accepted(text):
-    assert mismatch(text, facts()) is None
+    assert mismatch(when_run(text), facts()) is None
 
 
 @pytest.mark.parametrize(
@@ -73,8 +73,8 @@ def test_a_welcome_that_says_only_the_records_facts_is_accepted(text):
         ("欢迎！入职后请向王芳汇报。", "names the manager '王芳'"),
         ("Welcome! Your manager is Wang Fang.", "names the manager 'Wang Fang'"),
         (
-            f"欢迎！你将于{other().month}月{other().day}日入职。",
-            f"names the date '{other().month}月{other().day}日', the start date is {start()}",
+            lambda: f"欢迎！你将于{other().month}月{other().day}日入职。",
+            lambda: f"names the date '{other().month}月{other().day}日', the start date is {start()}",
         ),
         (f"欢迎！入职日期 {other().isoformat()}。", f"names the date '{other().isoformat()}'"),
         (f"See you on {other():%B} {other().day}!", f"names the date '{other():%B} {other().day}'"),
@@ -88,6 +88,7 @@ def test_a_welcome_that_says_only_the_records_facts_is_accepted(text):
     ],
 )
 def test_a_welcome_that_says_what_the_record_does_not_is_refused_with_its_reason(text, reason):
+    text, reason = when_run(text), when_run(reason)
     got = mismatch(text, facts())
     assert got is not None and reason in got, got
 
@@ -119,12 +120,13 @@ def test_digits_the_record_itself_holds_are_facts():
 
 @pytest.mark.parametrize(
     "facts",
-    [
-        facts(),
-        Facts("li.lei", "李雷", "市场部", "", start(), None),
-        Facts("li.lei", "李雷", "研发", "P7", day(-3), "王五"),
-        Facts("li.lei", "Li Lei", "Engineering", "SRE 2", start(), "Wang Fang"),
+    [  # dated when run
+        lambda: facts(),
+        lambda: Facts("li.lei", "李雷", "市场部", "", start(), None),
+        lambda: Facts("li.lei", "李雷", "研发", "P7", day(-3), "王五"),
+        lambda: Facts("li.lei", "Li Lei", "Engineering", "SRE 2", start(), "Wang Fang"),
     ],
 )
 def test_the_plain_welcome_passes_its_own_check(facts):
+    facts = when_run(facts)
     assert mismatch(fallback_welcome(facts), facts) is None
