@@ -364,11 +364,7 @@ def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: 
     if action := _not_running("engine", seen, start, f"nothing serves on the routed port {routed}: start it"):
         return action
     if not seen.stale:
-        if seen.enabled not in ("enabled", "enabled-runtime"):
-            return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
-        if seen.unread_change:
-            return Action("engine", unit, "none", f"{unit} serves; {seen.unread_change} changed only in what it does not read")
-        return Action("engine", unit, "none", f"{unit} serves and started after every input changed")
+        return _serving(seen)
     changed = ", ".join(seen.newer)
     if mode == "none":
         how = f"`ernie-ops cutover {spare}`" if spare is not None else f"`systemctl restart {unit}`"
@@ -379,6 +375,16 @@ def decide_engine(seen: Seen, routed: int, spare: int | None, mode: str, start: 
         return Action("engine", unit, "cutover", f"changed since {unit} started: {changed}", target=str(spare), newer=seen.newer)
     why = "" if mode == "restart" else " (no spare instance configured: restart)"
     return Action("engine", unit, "restart", f"changed since {unit} started: {changed}{why}", target=unit, newer=seen.newer)
+
+
+def _serving(seen: Seen) -> Action:
+    """An engine unit that runs and started after every input it reads changed: enable it at boot if it is not."""
+    unit = seen.unit
+    if seen.enabled not in ("enabled", "enabled-runtime"):
+        return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
+    if seen.unread_change:
+        return Action("engine", unit, "none", f"{unit} serves; {seen.unread_change} changed only in what it does not read")
+    return Action("engine", unit, "none", f"{unit} serves and started after every input changed")
 
 
 def decide_chat(seen: Seen, start: bool) -> Action:
@@ -510,7 +516,7 @@ def _apply_pool(
         else:
             upgrades[0].error = f"pool upgrade: {result.get('error')}"
         replicas = list(result.get("replicas") or replicas)
-        res.route = {**res.route, "replicas": replicas} if res.route else None
+        res.route["replicas"] = replicas  # a surge moved a slot to its second port
     serving = all(a.error is None and (a.done or a.action in ("none", "pending")) for a in actions)
     unrouted = pool_route.missing(cfg, host.upstream_text(cfg), cfg.gateway.upstream_file)
     if serving and unrouted:
@@ -518,7 +524,7 @@ def _apply_pool(
         routing = Action("engine", cfg.gateway.upstream_file, "route", f"replica(s) {what} serve but are not routed: route them")
         res.actions.append(routing)
         try:
-            host.route_pool(cfg, r.replicas)
+            host.route_pool(cfg, replicas)  # as the upgrade left them, not as they were before it
             routing.done = True
         except ErnieOpsError as exc:
             routing.error = f"replica(s) {what} serve but the gateway still routes only the others: {exc}"
@@ -538,9 +544,7 @@ def decide_replica(seen: Seen, port: int, mode: str, start: bool) -> Action:
             return Action("engine", unit, "pending", f"changed since {unit} started: {changed}; not applied (mode none): "
                           "run `ernie-ops apply`", newer=seen.newer)  # fmt: skip
         return Action("engine", unit, "upgrade", f"changed since {unit} started: {changed}", target=str(port), newer=seen.newer)
-    if seen.enabled not in ("enabled", "enabled-runtime"):
-        return Action("engine", unit, "enable", f"{unit} serves but does not start at boot ({seen.enabled or 'unknown'})", target=unit)
-    return Action("engine", unit, "none", f"{unit} serves and started after every input changed")
+    return _serving(seen)
 
 
 def _run_engine(cfg: Config, host: Host, action: Action, extra: list[str], start_timeout: float) -> None:

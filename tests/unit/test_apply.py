@@ -482,3 +482,15 @@ def test_a_cutover_on_a_pool_host_is_a_usage_error_that_says_what_replaces_repli
         assert cli.main(["--config", str(cfg), *argv]) == EXIT_USAGE
         err = capsys.readouterr().err
         assert "serves a pool of 2 replicas" in err and "`ernie-ops apply`" in err and "Traceback" not in err, err
+
+
+def test_routing_a_new_replica_after_a_surge_keeps_the_slot_the_surge_moved(tmp_path):
+    """A host grown to a pool while its first replica's inputs changed: slot 1 starts, slot 0 is upgraded by a surge
+    to 8001; the include then gets both as the upgrade left them, never the replaced 8000 back."""
+    cfg = _pool_cfg(tmp_path, "server 127.0.0.1:8000 max_fails=0;\n")
+    host = FakeHost({POOL[0]: {"active": "active", "started": 100}}, {CONF: 9_990.0})
+    host.upstream = "server 127.0.0.1:8000 max_fails=0;\n"
+    host.pool_result = {"ok": True, "replicas": [8001, 8002], "down": [], "error": None}
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.ok and host.calls == [f"enable {POOL[1]}", f"start {POOL[1]}", "pool upgrade 8000", "route pool 8001,8002"]
+    assert res.route["replicas"] == [8001, 8002]
