@@ -103,6 +103,7 @@ class PoolUpgrade:
         self.down: set[int] = set(down)  # out of rotation: the watch's marks when it started, then the in-place steps
         self.on_step = on_step or (lambda step: None)
         self.eval_gate = eval_gate if eval_gate is not None and eval_gate.file else None  # the first new replica's
+        self.judged = False  # the quality gate has passed once: later replicas are not asked again
         self.result = PoolResult(replicas=self.replicas)
 
     def run(self) -> PoolResult:
@@ -167,7 +168,7 @@ class PoolUpgrade:
         return f"{port} answers /health, /v1/models and a completion"
 
     def _quality_pending(self) -> bool:
-        return self.eval_gate is not None and not any(step.name.split(": ")[-1].startswith("quality") for step in self.result.steps)
+        return self.eval_gate is not None and not self.judged
 
     def _quality(self, new: int, old: int | None) -> str:
         """The golden set against the first new replica before it gets traffic, and against an old one to compare."""
@@ -183,6 +184,7 @@ class PoolUpgrade:
         verdict = quality.judge(gate, new, new_report, old, old_report)
         if not verdict.ok:
             raise StepFailed(verdict.sentence)
+        self.judged = True
         return verdict.sentence
 
     def _route(self, old: int, new: int) -> str:
