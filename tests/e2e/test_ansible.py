@@ -2,8 +2,9 @@
 
 Connection: community.docker.nsenter into each sandbox (tests/harness/provision.py says why). The cpu
 profile with the tiny model; pip installs offline from the wheelhouse `make test` collects.
-Tests run in order on one two-host fleet, like an operator's first day: provision, --check, rolling
-upgrade under load, rerun (changed=0). Bad variables run against a third, fresh host.
+Tests run in order on one fleet (two inference hosts and an edge), like an operator's first days: provision,
+monitoring, a refused and a rolling upgrade under load, edge and chat changes, `--check` on the changed fleet
+(changed=0), operator mistakes, a host powered off. Bad variables run against a fresh host (test_ansible_preflight.py).
 """
 
 from __future__ import annotations
@@ -283,16 +284,6 @@ def _psql(sb: sandbox.Sandbox, url: str, sql: str, check: bool = True) -> subpro
     except AssertionError as exc:
         raise AssertionError(_masked(str(exc))) from None
     return subprocess.CompletedProcess([_masked(arg) for arg in r.args], r.returncode, _masked(r.stdout), _masked(r.stderr))
-
-
-def test_check_mode_on_a_provisioned_host_reports_no_change(fleet, first_run):
-    """The whole play, on one host of each kind, finds nothing to change (ans-b, ans-a's twin, is provisioned by the
-    same plays); each role alone, for real and after the upgrade, is the tag runs' test below."""
-    assert first_run.rc == 0, "needs the first run"
-    check = fleet.playbook("site.yml", "--check", "--diff", "--limit", "ans-a,ans-edge")
-    print(f"\nsite.yml --check --limit ans-a,ans-edge: {check.seconds:.0f} s; recap {check.recap()}")
-    assert check.rc == 0 and set(check.recap()) == {"ans-a", "ans-edge"}, check.output[-6000:]
-    assert all(h["changed"] == 0 for h in check.recap().values()), check.changed_tasks()
 
 
 def _prom(sb: sandbox.Sandbox, expr: str) -> list[dict]:
@@ -728,8 +719,8 @@ def test_the_chat_role_alone_syncs_an_edited_and_a_deleted_document_and_changes_
     host of each kind: with the same variables and one document edited, one deleted, only the sync's tasks change (on
     the inference host), nothing restarts, the spare stays stopped and traffic stays on the port the upgrade moved it
     to. The edited file is re-indexed, the deleted one leaves the index, the untouched one is not re-read.
-    (It was a full second site.yml, 215 s: the whole play's no-change is `--check`'s test after the first run, each role's
-    on a provisioned, upgraded host the tag runs' below; ans-b is ans-a's twin, provisioned by the same plays.)"""
+    (It was a full second site.yml, 215 s: the whole play's no-change on the upgraded fleet is the `--check` test
+    below; ans-b is ans-a's twin, provisioned by the same plays.)"""
     assert first_run.rc == 0, "needs the first run"
     units = (ROUTED_UNIT, "ernie-chainlit.service")
     sb = fleet.hosts["ans-a"]
@@ -756,22 +747,16 @@ def test_the_chat_role_alone_syncs_an_edited_and_a_deleted_document_and_changes_
     assert "另加 2 天" in hits["hits"][0]["text"], hits["hits"][:1]
 
 
-# the hosts each tag's roles run on: ans-b is provisioned by the same plays as ans-a (a twin), so the roles' tags run on
-# one of each kind of host (ans-a: inference, chat, the central Prometheus; ans-edge: the edge and the history database)
-# (chat's run, with a document edited and one deleted, is the test above)
-TAG_HOSTS = {"vllm": "ans-a", "model": "ans-a", "ernie_ops": "ans-a", "nginx": "ans-a", "edge": "ans-edge", "monitoring": "ans-a"}
-
-
-@pytest.mark.parametrize("tag", list(TAG_HOSTS))
-def test_each_role_runs_alone_with_its_tag(fleet, first_run, tag, kb, hr):
-    """`--tags chat` alone used to abort on a variable another role registers: each role, alone, on the
-    provisioned hosts it applies to, finds nothing to change."""
+def test_check_mode_on_the_upgraded_fleet_reports_no_change(fleet, first_run, kb, hr):
+    """The whole play with every variable the operator has set by now (a new model version, vLLM and chat settings,
+    documents, the HR export), on one host of each kind after the upgrade moved traffic, finds nothing to change
+    (ans-b, ans-a's twin, is provisioned by the same plays). Each role's tag alone is tests/unit/test_ansible_roles_alone.py
+    (no role reads what another registers); the chat, edge and ernie_ops tags run alone, for real, in the tests around."""
     assert first_run.rc == 0, "needs the first run"
-    run = fleet.playbook("site.yml", "--tags", tag, "--limit", TAG_HOSTS[tag], **settled(kb, hr))
-    print(f"\nsite.yml --tags {tag} --limit {TAG_HOSTS[tag]}: {run.seconds:.0f} s; recap {run.recap()}")
-    assert set(run.recap()) == set(TAG_HOSTS[tag].split(",")), run.recap()
-    assert run.rc == 0, run.output[-6000:]
-    assert all(h["changed"] == 0 for h in run.recap().values()), run.changed_tasks()
+    check = fleet.playbook("site.yml", "--check", "--diff", "--limit", "ans-a,ans-edge", **settled(kb, hr))
+    print(f"\nsite.yml --check --limit ans-a,ans-edge: {check.seconds:.0f} s; recap {check.recap()}")
+    assert check.rc == 0 and set(check.recap()) == {"ans-a", "ans-edge"}, check.output[-6000:]
+    assert all(h["changed"] == 0 for h in check.recap().values()), check.changed_tasks()
 
 
 def test_an_instance_that_cannot_start_ends_the_role_with_the_launchers_reason_and_the_journal_command(fleet, first_run, kb, hr):
