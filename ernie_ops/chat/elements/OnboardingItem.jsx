@@ -6,6 +6,11 @@ import { Button } from "@/components/ui/button"
 import { Badge } from "@/components/ui/badge"
 import { CheckCircle } from "lucide-react"
 
+// A link only to http(s) or this site's own paths: a card's props come back from the history database on a resumed
+// thread, and a url rewritten there to javascript:, data: or //elsewhere must not become a clickable link (issue 34).
+// tests/unit/test_onboarding_link.py runs this line in node against the attacker's urls.
+const safeUrl = (u) => (typeof u === "string" && /^(https?:\/\/[^\s\\]+|\/(?![\/\\])[^\s\\]*)$/i.test(u.trim()) ? u.trim() : null)
+
 export default function OnboardingItem() {
   const [busy, setBusy] = useState(false)
 
@@ -29,8 +34,10 @@ export default function OnboardingItem() {
         ) : null}
       </div>
       <p className="onboarding-body whitespace-pre-wrap break-words text-sm">{props.body}</p>
-      {props.url ? (
-        <a className="onboarding-link text-sm underline" href={props.url} target="_blank" rel="noreferrer">{props.url}</a>
+      {safeUrl(props.url) ? (
+        <a className="onboarding-link text-sm underline" href={safeUrl(props.url)} target="_blank" rel="noreferrer">{props.url}</a>
+      ) : props.url ? (
+        <span className="onboarding-link-refused text-sm">{String(props.url)}</span>
       ) : null}
       {props.error ? <p className="text-sm text-red-600">{props.error}</p> : null}
       {props.confirmed ? null : (
