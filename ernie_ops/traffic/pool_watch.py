@@ -88,9 +88,17 @@ def watch_once(
     return Round(changes)
 
 
-def run(cfg, say: Callable[[str], None], rounds: int | None = None, stopped: Callable[[], bool] = lambda: False) -> None:
+def run(
+    cfg,
+    say: Callable[[str], None],
+    rounds: int | None = None,
+    stopped: Callable[[], bool] = lambda: False,
+    changed: Callable[[], str | None] = lambda: None,
+) -> None:
     """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`, `stopped`: a bounded run). Each
-    change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both)."""
+    change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both);
+    `changed` runs at the start and after each change (the CLI writes the pool's Prometheus marks), a warning it
+    returns is said."""
     import time
     from pathlib import Path
 
@@ -113,12 +121,19 @@ def run(cfg, say: Callable[[str], None], rounds: int | None = None, stopped: Cal
         with state.cutover_lock(state_dir, "pool watch: marking replicas"):
             gw.mark_down(down)
 
+    def mark() -> None:
+        if (warning := changed()) is not None:
+            say(f"warning: {warning}")
+
     n = 0
+    mark()
     with client:
         while (rounds is None or n < rounds) and not stopped():
             r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), health, apply)
             for change in r.changes:
                 say(change.sentence())
                 journal(f"pool: {change.sentence()}")
+            if r.changes:
+                mark()
             n += 1
             time.sleep(INTERVAL_SECONDS)

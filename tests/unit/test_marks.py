@@ -74,3 +74,30 @@ def test_the_config_takes_only_a_prom_file_path(tmp_path):
         cfg(tmp_path, "relative/marks.prom")
     with pytest.raises(ValidationError, match="textfile"):
         cfg(tmp_path, "/var/lib/prometheus/node-exporter/marks.txt")  # the collector reads *.prom only
+
+
+def test_a_pool_says_its_size_and_the_replicas_in_rotation_from_the_include(tmp_path):
+    """ErniePoolDegraded reads these: the pool watch rewrites them at every change (tests/unit/test_pool_watch.py)."""
+    textfile = tmp_path / "marks.prom"
+    c = config.Config(
+        paths={"state_dir": str(tmp_path / "state"), "cache_dir": str(tmp_path / "cache")},
+        gateway={"upstream_file": str(tmp_path / "upstream.conf")},
+        monitoring={"textfile": str(textfile)},
+        pool={"replicas": 2},
+        instances=[{"port": 8000, "slot": 0, "cpu_cores": "0"}, {"port": 8001, "slot": 1, "cpu_cores": "1"}],
+    )
+    assert marks.write(c) is None  # no include yet: nothing in rotation
+    assert "ernie_ops_pool_replicas 2.0" in textfile.read_text() and "ernie_ops_pool_replicas_in_rotation 0.0" in textfile.read_text()
+    (tmp_path / "upstream.conf").write_text(
+        "least_conn;\nserver 127.0.0.1:8000 max_fails=1 fail_timeout=5s;\nserver 127.0.0.1:8001 max_fails=1 fail_timeout=5s down;\n"
+    )
+    assert marks.write(c) is None
+    text = textfile.read_text()
+    assert "ernie_ops_pool_replicas 2.0" in text and "ernie_ops_pool_replicas_in_rotation 1.0" in text
+    assert "ernie_ops_routed_port" not in text  # a pool routes no single port
+    reg = marks.registry(None, [], (4, 3))
+    assert reg.get_sample_value("ernie_ops_pool_replicas") == 4 and reg.get_sample_value("ernie_ops_pool_replicas_in_rotation") == 3
+    assert (
+        reg.get_sample_value("ernie_ops_pool_replicas") is not None
+        and marks.registry(8000, []).get_sample_value("ernie_ops_pool_replicas") is None
+    )

@@ -61,13 +61,15 @@ def test_verify_prints_nothing_but_the_missing_venv(unit, tmp_path):
 
 def test_pool_watch_unit_is_confined_to_the_gateways_includes_and_loopback():
     """Root (it rewrites the upstream include and signals nginx, as a cutover does), but nothing else: exposure at
-    most 3 ("OK"), writes only the includes, the state directory (its lock), /run (nginx's pid file) and what `nginx -t`
-    opens for writing (its logs and temp directories: read-only, it fails)."""
+    most 3 ("OK"), writes only the includes, the state directory (its lock), /run (nginx's pid file), what `nginx -t`
+    opens for writing (its logs and temp directories: read-only, it fails) and the pool's Prometheus marks in the node
+    exporter's directory (optional: `-`, a host without monitoring has none)."""
     unit = SYSTEMD / "ernie-pool-watch.service"
     score = exposure(unit)
     print(f"\nsystemd-analyze security --offline=true {unit.name}: {score}")
     assert score <= 3.0
     d = directives(unit)
     assert d["ProtectSystem"] == ["strict"]
-    assert d["ReadWritePaths"] == ["/etc/nginx/ernie-ops /var/lib/ernie-ops /run /var/log/nginx /var/lib/nginx"]
+    writable = "/etc/nginx/ernie-ops /var/lib/ernie-ops /run /var/log/nginx /var/lib/nginx -/var/lib/prometheus/node-exporter"
+    assert d["ReadWritePaths"] == [writable]
     assert d["ExecStart"] == ["/opt/ernie-ops/venv/bin/python -m ernie_ops pool watch"] and d["Restart"] == ["always"]
