@@ -1,4 +1,5 @@
-"""`ernie-ops gateway limits`: what nginx in front of the chat app takes, from the config."""
+"""`ernie-ops gateway limits`: what nginx in front of this host needs from its config (the ernie_nginx and ernie_edge
+roles ask): the chat's upload limit, and the gateway's weight at an edge (the replicas of its pool)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,19 @@ from ernie_ops.errors import EXIT_OK
 
 
 def register(sub: Subcommands) -> None:
-    gw = sub.add_parser("gateway", help="what nginx in front of the chat app takes, from ernie.yaml (roles ernie_nginx, ernie_edge)")
+    gw = sub.add_parser("gateway", help="what nginx in front of this host needs, from ernie.yaml (roles ernie_nginx, ernie_edge)")
     gwsub = subcommands(gw, "gateway_command")
-    gl = gwsub.add_parser("limits", help="as JSON: the body limit (MB) of the chat's upload location, from chat.docs.max_file_mb")
+    gl = gwsub.add_parser(
+        "limits",
+        help="as JSON: the body limit (MB) of the chat's upload location (chat.docs.max_file_mb), the weight at an edge (pool.replicas)",
+    )
     gl.set_defaults(func=run_limits)
 
 
 def run_limits(args: argparse.Namespace) -> int:
-    chat = config.load(args.config).chat
-    print_json({"chat_upload_mb": upload_limits.nginx_mb(chat), "chat_app_upload_mb": chat.docs.max_file_mb})
+    cfg = config.load(args.config)
+    chat = cfg.chat
+    print_json(
+        {"chat_upload_mb": upload_limits.nginx_mb(chat), "chat_app_upload_mb": chat.docs.max_file_mb, "edge_weight": cfg.pool.replicas}
+    )
     return EXIT_OK

@@ -40,7 +40,7 @@ def test_chainlit_s_config_and_the_cli_say_the_same_numbers(tmp_path, capsys):
     toml = tomllib.loads((tmp_path / "state" / ".chainlit" / "config.toml").read_text())
     assert toml["features"]["spontaneous_file_upload"]["max_size_mb"] == 120
     assert cli.main(["--config", str(cfg_file), "gateway", "limits"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"chat_upload_mb": 121, "chat_app_upload_mb": 30.0}
+    assert json.loads(capsys.readouterr().out) == {"chat_upload_mb": 121, "chat_app_upload_mb": 30.0, "edge_weight": 1}
 
 
 def test_a_config_with_a_bad_limit_is_a_sentence_not_a_traceback(tmp_path, capsys):
@@ -110,3 +110,44 @@ def test_the_edge_takes_the_largest_gateway_limit_and_chainlit_s_ceiling_for_one
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert re.search(r'"msg": "MB=(\d+)"', out.stdout).group(1) == expected, out.stdout[-1500:]
+
+
+def test_the_edge_weighs_each_gateway_by_the_replicas_its_own_ernie_ops_says(tmp_path):
+    """The role's ernie_edge_weights and upstream template, run by ansible-playbook on the answers its task registers
+    (issue 33): a 4-replica host weighs 4, a 1-replica one is written as before (no weight), one that did not answer
+    and an address given by hand weigh 1; the edge's keyed group hashes X-Session-Id over the same servers."""
+    role = ROOT / "ansible" / "roles" / "ernie_edge"
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"ernie_inference": {"hosts": {
+        "gpu4": {"ansible_host": "10.0.0.4"}, "cpu1": {"ansible_host": "10.0.0.5"}, "gone": {"ansible_host": "10.0.0.6"}}}},
+        "hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))  # fmt: skip
+    results = [
+        {"item": "gpu4", "rc": 0, "stdout": '{"chat_upload_mb": 121, "edge_weight": 4}'},
+        {"item": "cpu1", "rc": 0, "stdout": '{"chat_upload_mb": 121, "edge_weight": 1}'},
+        {"item": "gone", "unreachable": True, "msg": "no route"},
+    ]
+    out_file = tmp_path / "upstream.conf"
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars_files": [str(role / "vars" / "main.yml")],
+                                     "tasks": [{"ansible.builtin.template": {"src": str(role / "templates" / "upstream.conf.j2"),
+                                                                             "dest": str(out_file), "mode": "0644"}}]}]))  # fmt: skip
+    extra = tmp_path / "extra.json"
+    backends = ["10.0.0.4:8081", "10.0.0.5:8081", "10.0.0.6:8081", "192.0.2.9:8081"]
+    extra.write_text(
+        json.dumps({"ernie_edge_chat_upload_limits": {"results": results}, "role_path": str(role), "ernie_edge_backends": backends})
+    )
+    bin_dir = Path(sys.executable).parent
+    out = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(inventory), str(play), "-e", f"@{extra}"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    servers = [line for line in out_file.read_text().splitlines() if line.startswith("server ")]
+    assert servers == [
+        "server 10.0.0.4:8081 weight=4 max_fails=1 fail_timeout=10s;",
+        "server 10.0.0.5:8081 max_fails=1 fail_timeout=10s;",
+        "server 10.0.0.6:8081 max_fails=1 fail_timeout=10s;",
+        "server 192.0.2.9:8081 max_fails=1 fail_timeout=10s;",
+    ], servers
+    site = (ROOT / "nginx" / "ernie-edge.conf").read_text()
+    keyed = site.split("upstream ernie_gateways_keyed {", 1)[1].split("}", 1)[0]
+    assert "hash $http_x_session_id consistent;" in keyed and "include ernie-edge/upstream.conf;" in keyed
+    assert "~^/v1/ $ernie_edge_api_pool;" in site and '"" ernie_gateways;' in site
