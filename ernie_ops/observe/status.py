@@ -117,7 +117,7 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
         shares, problems = {}, [str(exc)]
     routed = max(shares, key=lambda p: shares[p]) if shares and pool is None else None  # a canary step: the larger side
     split = shares if len(shares) > 1 and pool is None else {}
-    live, code = None, None
+    live, code, warnings = None, None, []
     with httpx.Client(timeout=cfg.health.request_timeout_seconds, verify=cfg.gateway.tls_verify()) as client:
         try:
             resp = client.get(f"{cfg.gateway.url}/health")
@@ -139,6 +139,8 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
         out = [p for p in pool["replicas"] if p not in pool["in_rotation"]]
         why = f" ({', '.join(map(str, out))} taken out: `ernie-ops logs` says why)" if out else ""
         problems.append(f"the pool serves from {len(pool['in_rotation'])} of its {pool['size']} replicas{why}")
+    if pool is not None and (full := saturated(pool["in_rotation"], instances)):
+        warnings.append(full)
     if live is not None and routed is not None and live != routed and not split:
         problems.append(f"nginx answers from {live} but the include names {routed}: a reload is pending (rerun the cutover)")
     for inst in instances:
@@ -148,9 +150,23 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
             problems.append(f"{inst.port} does not serve {cfg.model.served_name}")
     saved = state.load(Path(cfg.paths.state_dir))
     last = saved.history[-1] if saved.history else None
-    warnings = list(saved.warnings)
+    warnings += list(saved.warnings)
     live_rollout = _rollout(Path(cfg.paths.state_dir), split, problems, warnings)
     return Status(cfg.gateway.url, routed, live, code, instances, last, problems, warnings, split, live_rollout, pool)
+
+
+def saturated(in_rotation: list[int], instances: list[InstanceStatus]) -> str | None:
+    """A sentence when the pool has no headroom: every replica in rotation has requests waiting for a slot, so a new
+    request waits wherever the gateway sends it. Queueing, not KV use: a small model runs out of compute long before
+    its KV cache fills (docs/design/replica-pool.md)."""
+    shown = [i for i in instances if i.port in in_rotation and i.waiting is not None]
+    if not in_rotation or len(shown) < len(in_rotation) or not all(i.waiting > 0 for i in shown):
+        return None
+    waiting, running = sum(i.waiting for i in shown), sum(i.running or 0 for i in shown)
+    return (
+        f"the pool is saturated: every replica in rotation has requests waiting ({waiting:g} waiting, {running:g} running "
+        f"over {len(shown)}); add replicas or a host, or lower max_tokens"
+    )
 
 
 def _rollout(state_dir: Path, split: dict[int, float], problems: list[str], warnings: list[str]) -> dict | None:

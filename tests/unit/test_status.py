@@ -236,3 +236,19 @@ def test_a_pool_shows_its_replicas_in_rotation_and_one_taken_out_is_a_problem(tm
     assert f"the pool serves from 1 of its 2 replicas ({other} taken out: `ernie-ops logs` says why)" in st.problems
     assert not any("splits traffic" in p for p in st.problems), st.problems
     assert status_view.header(st).plain.endswith(f"pool 1 of 2 in rotation: {foreign}")
+
+
+def test_a_pool_is_saturated_when_every_replica_in_rotation_has_requests_waiting():
+    """Queueing, not KV use (a small model runs out of compute first): one replica with a free slot is headroom."""
+
+    def inst(port: int, waiting: float | None, running: float = 4) -> status.InstanceStatus:
+        return status.InstanceStatus(port=port, unit="active", healthy=True, running=running, waiting=waiting)
+
+    full = [inst(8000, 3), inst(8001, 2)]
+    said = status.saturated([8000, 8001], full)
+    assert said == "the pool is saturated: every replica in rotation has requests waiting (5 waiting, 8 running over 2); " \
+        "add replicas or a host, or lower max_tokens"  # fmt: skip
+    assert status.saturated([8000, 8001], [inst(8000, 3), inst(8001, 0)]) is None  # 8001 takes the next request
+    assert status.saturated([8000], full) is not None  # 8001 out of rotation: the one left is full
+    assert status.saturated([8000, 8001], [inst(8000, 3), inst(8001, None)]) is None  # a replica not read: no claim
+    assert status.saturated([], full) is None
