@@ -243,7 +243,8 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
 def test_a_login_on_one_chat_host_is_valid_on_the_other_and_both_reach_the_history_database(fleet, first_run):
     """Several chat hosts behind the edge: one login secret (ernie_chat_auth_secret), so the token ans-a's app signed
     is accepted by ans-b's (a user the edge moves keeps their login); both log in to ans-edge's PostgreSQL (role
-    ernie_postgres) with the URL chat.env holds, and a wrong password or another host's address is refused."""
+    ernie_postgres) with the URL chat.env holds, over TLS only, and a wrong password, another host's address or a
+    connection without TLS is refused."""
     assert first_run.rc == 0, "needs the first run"
     a, b, edge = fleet.hosts["ans-a"], fleet.hosts["ans-b"], fleet.hosts["ans-edge"]
     form = ["-F", f"username={USER}", "-F", f"password={PASSWORD}"]
@@ -270,6 +271,14 @@ def test_a_login_on_one_chat_host_is_valid_on_the_other_and_both_reach_the_histo
     edge_addr = fleet.lan.addresses["ans-edge"]
     hba = _psql(edge, url, "SELECT 1", check=False)
     assert hba.returncode != 0 and f'no pg_hba.conf entry for host "{edge_addr}"' in hba.stderr, hba.stderr
+    # over the network only with TLS (pg_hba: hostssl): a chat host that asks for none is refused; the apps' own
+    # connections (the driver's default, sslmode=prefer) are encrypted
+    clear = _psql(a, url + "?sslmode=disable", "SELECT 1", check=False)
+    assert clear.returncode != 0 and "no encryption" in clear.stderr, clear.stderr
+    assert _psql(a, url + "?sslmode=require", "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").stdout.strip() == "t"
+    apps = "SELECT ssl, count(*) FROM pg_stat_activity JOIN pg_stat_ssl USING (pid) WHERE usename = 'ernie_chat' GROUP BY ssl"
+    seen = edge.run(["runuser", "-u", "postgres", "--", "psql", "-XAtc", apps]).stdout.split()
+    assert seen and all(row.startswith("t|") for row in seen), seen
 
 
 def _masked(text: str) -> str:
