@@ -208,8 +208,8 @@ def _loop_report(proc) -> dict:
 def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     """ans-edge (role ernie_edge, its own nginx) in front of ans-a's and ans-b's gateways, seen from a client on the lan:
     plain HTTP redirects except /healthz and /health, the lab certificate verifies against the CA it was given,
-    HTTP/2 is offered, a connection is kept alive across requests, requests reach both hosts, and each host's
-    gateway logs (and rate-limits) the client, not the edge."""
+    HTTP/2 is offered, a connection is kept alive across requests, requests reach both hosts, a session key always the
+    same one, and each host's gateway logs (and rate-limits) the client, not the edge."""
     assert first_run.rc == 0, "needs the first run"
     edge, a = fleet.hosts["ans-edge"], fleet.hosts["ans-a"]
     assert edge.show("ernie-edge.service", "ActiveState") == "active"
@@ -232,6 +232,15 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     gateways = {gw for _, gw in rows}
     print(f"\nedge: 6 requests on 1 connection, answered by {sorted(gateways)}")
     assert gateways == {_gateway_of(fleet, "ans-a"), _gateway_of(fleet, "ans-b")}
+    # a session key (X-Session-Id: the chat's thread id, or a client's own) reaches one gateway every time (a consistent
+    # hash at the edge; behind it, the gateway's keyed group picks one replica); eight keys spread over both
+    keyed = {}
+    for key in [f"conversation-{i}" for i in range(8)]:
+        got = curl("-H", f"X-Session-Id: {key}", *["-o", "/dev/null"] * 3, "-w", "%header{x-ernie-gateway}\n", *[f"{url}/v1/models"] * 3)
+        keyed[key] = set(got.split())
+    print(f"edge: 8 session keys, 3 requests each: {sorted((k, sorted(v)) for k, v in keyed.items())}")
+    assert all(len(v) == 1 for v in keyed.values()), keyed
+    assert set().union(*keyed.values()) == gateways, keyed
     for name in ("ans-a", "ans-b"):
         last = json.loads(fleet.hosts[name].run("grep '/v1/models' /var/log/nginx/ernie-ops.access.log | tail -1").stdout)
         assert last["client"] == fleet.lan.addresses["ans-a"], (name, last)  # not the edge's address
