@@ -233,12 +233,12 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     print(f"\nedge: 6 requests on 1 connection, answered by {sorted(gateways)}")
     assert gateways == {_gateway_of(fleet, "ans-a"), _gateway_of(fleet, "ans-b")}
     # a session key (X-Session-Id: the chat's thread id, or a client's own) reaches one gateway every time (a consistent
-    # hash at the edge; behind it, the gateway's keyed group picks one replica); eight keys spread over both
+    # hash at the edge; behind it, the gateway's keyed group picks one replica); twelve keys spread over both
     keyed = {}
-    for key in [f"conversation-{i}" for i in range(8)]:
+    for key in [f"conversation-{i}" for i in range(12)]:
         got = curl("-H", f"X-Session-Id: {key}", *["-o", "/dev/null"] * 3, "-w", "%header{x-ernie-gateway}\n", *[f"{url}/v1/models"] * 3)
         keyed[key] = set(got.split())
-    print(f"edge: 8 session keys, 3 requests each: {sorted((k, sorted(v)) for k, v in keyed.items())}")
+    print(f"edge: 12 session keys, 3 requests each: {sorted((k, sorted(v)) for k, v in keyed.items())}")
     assert all(len(v) == 1 for v in keyed.values()), keyed
     assert set().union(*keyed.values()) == gateways, keyed
     for name in ("ans-a", "ans-b"):
