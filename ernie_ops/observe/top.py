@@ -53,6 +53,20 @@ class Frame:
     gateway_url: str
     instances: list[InstanceFrame] = field(default_factory=list)
     problem: str | None = None  # e.g. the upstream include cannot be read
+    pool: int | None = None  # a pool's size (pool.replicas > 1): the view adds the pool's total
+
+    def total(self) -> InstanceFrame | None:
+        """The pool's replicas in rotation added up (req/s, running, waiting); None without a pool."""
+        if self.pool is None:
+            return None
+        serving = [i for i in self.instances if i.up and i.share is not None]
+        add = lambda vals: sum(vals) if vals else None  # noqa: E731
+        return InstanceFrame(
+            port=0, up=bool(serving), share=sum(i.share for i in serving) if serving else None, requests=sum(i.requests for i in serving),
+            rps=add([i.rps for i in serving if i.rps is not None]), running=add([i.running for i in serving if i.running is not None]),
+            waiting=add([i.waiting for i in serving if i.waiting is not None]),
+            note=f"{len(serving)} of {self.pool} replicas in rotation",
+        )  # fmt: skip
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -100,7 +114,8 @@ class Sampler:
 
     def frame(self, shares: dict[int, float] | None = None, problem: str | None = None) -> Frame:
         shares = shares or {}
-        f = Frame(self.clock(), self.window_seconds, self.cfg.gateway.url, problem=problem)
+        pool = self.cfg.pool.replicas if self.cfg.pool.replicas > 1 else None
+        f = Frame(self.clock(), self.window_seconds, self.cfg.gateway.url, problem=problem, pool=pool)
         for port, kept in self.samples.items():
             inst = InstanceFrame(port=port, up=bool(kept), share=shares.get(port))
             f.instances.append(inst)
@@ -143,8 +158,14 @@ def http_scrape(cfg: Config, client: httpx.Client) -> Scrape:
 
 
 def routed_shares(cfg: Config) -> tuple[dict[int, float], str | None]:
+    """Port -> % of the gateway's traffic, and a problem reading the include. A pool's replicas in rotation share it
+    evenly (least_conn balances by load: an even share is what nginx aims at); one marked down gets none."""
     try:
-        return gateway.shares(gateway.Gateway(cfg.gateway).weights()), None
+        gw = gateway.Gateway(cfg.gateway)
+        if cfg.pool.replicas > 1:
+            rotation = [p for p, down in gateway.marks_of(gw.read_upstream()).items() if not down]
+            return {p: 100.0 / len(rotation) for p in rotation}, None
+        return gateway.shares(gw.weights()), None
     except ErnieOpsError as exc:
         return {}, str(exc)
 

@@ -24,7 +24,7 @@ def render(f: Frame) -> RenderableType:
         t.add_column(name, no_wrap=True, justify="left" if name == "nginx" else "right")
     notes = []
     for i in f.instances:
-        routed = "-" if i.share is None else ("◀" if i.share >= 99.5 else f"{i.share:.0f}%")
+        routed = ("out" if f.pool else "-") if i.share is None else ("◀" if i.share >= 99.5 else f"{i.share:.0f}%")
         if not i.up:
             t.add_row(str(i.port), routed, Text("down", style="red"), "-", "-", "-", "-", "-")
         else:
@@ -36,6 +36,13 @@ def render(f: Frame) -> RenderableType:
             )  # fmt: skip
         if i.note and i.up:
             notes.append(f"{i.port}: {i.note}")
+    if (pool := f.total()) is not None:
+        t.add_section()
+        t.add_row(
+            "pool", f"{pool.share:.0f}%" if pool.share is not None else "-", "-" if pool.rps is None else f"{pool.rps:.1f}",
+            f"{pool.running or 0:.0f}/{pool.waiting or 0:.0f}", "-", "-", "-", "-",
+        )  # fmt: skip
+        notes.insert(0, f"pool: {pool.note}")
     head = Text(f"gateway {f.gateway_url}  window {f.window_seconds:g}s  (q quits)")
     parts: list[RenderableType] = [head, t]
     if f.problem:

@@ -96,3 +96,37 @@ def test_top_mistakes_are_sentences(tmp_path, capsys, argv, said):
     cfg_file.write_text("gateway:\n  url: http://127.0.0.1:9\n")
     assert cli.main(["--config", str(cfg_file), *argv]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_pool_shows_each_replica_its_share_and_the_pools_total(tmp_path):
+    """A pool's replicas in rotation share the gateway evenly, one marked down shows `out`, and a total row adds up
+    what the replicas in rotation serve (issue 33: `top` per replica and for the pool)."""
+    from ernie_ops.traffic import gateway
+
+    upstream = tmp_path / "upstream.conf"
+    upstream.write_text(gateway.render_pool([8000, 8001, 8002], down=frozenset({8002})))
+    c = config.parse(
+        "pool: {replicas: 3}\ninstances: [{port: 8000, slot: 0}, {port: 8001, slot: 1}, {port: 8002, slot: 2}]\n"
+        f"gateway:\n  access_log: null\n  upstream_file: {upstream}\npaths:\n  state_dir: {tmp_path}\n"
+    )
+    shares, problem = top.routed_shares(c)
+    assert shares == {8000: 50.0, 8001: 50.0} and problem is None
+    feed = Feed({
+        8000: [text(0, 0), text(20, 20, ok=20, running=3)], 8001: [text(0, 0), text(10, 10, ok=10, running=2)],
+        8002: [text(0, 0), text(0, 0)],
+    })  # fmt: skip
+    s = top.Sampler(c, 10.0, feed.scrape, feed.clock)
+    for t in (0.0, 10.0):
+        feed.now = t
+        s.sample()
+    f = s.frame(shares)
+    pool = f.total()
+    assert f.pool == 3 and pool.rps == pytest.approx(3.0) and pool.running == 5 and pool.share == 100.0
+    assert pool.note == "2 of 3 replicas in rotation"
+    console = Console(width=80, record=True)
+    console.print(top_view.render(f))
+    shown = console.export_text()
+    rows = {line.split()[0]: line.split() for line in shown.splitlines() if line.strip().split()[:1] in (["8002"], ["pool"])}
+    assert rows["8002"][1] == "out" and rows["pool"][1:4] == ["100%", "3.0", "5/0"], shown
+    assert "pool: 2 of 3 replicas in rotation" in shown and max(map(len, shown.splitlines())) <= 80
+    assert top.Sampler(config.parse("instances: [{port: 8000}]\n"), 10.0, feed.scrape, feed.clock).frame({}).total() is None
