@@ -51,10 +51,11 @@ def test_every_include_of_the_site_has_a_default_file_and_a_role_template():
 
 
 def test_the_edge_ends_an_idle_gateway_connection_before_the_gateway_does():
-    # in both upstream blocks of the edge's site, the same (the include the role writes holds only the servers)
+    # in every upstream block of the edge's site (plain, sticky, keyed), the same (the include the role writes holds
+    # only the servers)
     blocks = re.findall(r"upstream \w+ \{([^{}]*)\}", SITE)
     idles = {m for block in blocks for m in re.findall(r"keepalive_timeout (\S+);", block)}
-    assert len(blocks) == 2 and len(idles) == 1 and all("keepalive 16;" in block for block in blocks), blocks
+    assert len(blocks) == 3 and len(idles) == 1 and all("keepalive 16;" in block for block in blocks), blocks
     for upstream in (ROOT / "nginx" / "ernie-edge" / "upstream.conf", ROLE / "templates" / "upstream.conf.j2"):
         assert "keepalive" not in upstream.read_text(), upstream
     edge_idle = edge_reload.nginx_seconds(idles.pop())
