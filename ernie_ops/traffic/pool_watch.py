@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ernie_ops.errors import ErnieOpsError
 from ernie_ops.host.state import LockHeld
 
 FAILS_TO_LEAVE = 2  # misses in a row: one lost probe (a GC pause) moves nothing
@@ -85,6 +86,8 @@ def watch_once(
         apply_marks(new_down)
     except LockHeld as exc:
         return Round([], skipped=str(exc))
+    except ErnieOpsError as exc:  # nginx -t or the reload refused it: the gateway put the include back; try next round
+        return Round([], skipped=f"the include was left as it was: {exc}")
     return Round(changes)
 
 
@@ -125,11 +128,14 @@ def run(
         if (warning := changed()) is not None:
             say(f"warning: {warning}")
 
-    n = 0
+    n, said = 0, None
     mark()
     with client:
         while (rounds is None or n < rounds) and not stopped():
             r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), health, apply)
+            if r.skipped and r.skipped != said and not r.skipped.startswith("another cutover"):
+                say(f"warning: {r.skipped}")  # once per reason, not every second
+            said = r.skipped
             for change in r.changes:
                 say(change.sentence())
                 journal(f"pool: {change.sentence()}")

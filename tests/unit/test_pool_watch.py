@@ -68,3 +68,26 @@ def test_marks_change_only_the_down_flag_of_each_server_line():
     marked = gateway.with_marks(split, frozenset({8001}))
     assert marked.replace(" down;", ";") == split and gateway.marks_of(marked) == {8000: False, 8001: True}
     assert gateway.with_marks(marked, frozenset()) == split
+
+
+def test_a_write_nginx_refuses_is_said_and_tried_again_next_round_not_the_end_of_the_watch():
+    """Under systemd the watch's `nginx -t` once could not bind port 80 (the unit lacked CAP_NET_BIND_SERVICE): each
+    write raised, the watch exited and restarted in a loop and the hung replica stayed in rotation. A refused write is
+    a skipped round with nginx's reason (the gateway put the include back); the next round tries again."""
+    include = gateway.render_pool([8000, 8002])
+    health = {8000: None, 8002: HUNG}
+    refusing = True
+
+    def apply(down: frozenset[int]) -> None:
+        nonlocal include
+        if refusing:
+            raise gateway.GatewayError("nginx -t failed: nginx: [emerg] bind() to 127.0.0.1:80 failed (13: Permission denied)")
+        include = gateway.with_marks(include, down)
+
+    t = Tracker()
+    watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+    r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+    assert r.changes == [] and r.skipped.startswith("the include was left as it was: nginx -t failed") and "down" not in include
+    refusing = False
+    r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+    assert [c.port for c in r.changes] == [8002] and gateway.marks_of(include) == {8000: False, 8002: True}
