@@ -15,7 +15,7 @@ from ernie_ops.errors import EXIT_OK
 def register(sub: Subcommands) -> None:
     p = sub.add_parser("pool", help="the pool of replicas: keep those that answer in rotation")
     verbs = subcommands(p, "pool_command")
-    w = verbs.add_parser("watch", help="probe each replica's /health every second; take a hung or dead one out, put it back")
+    w = verbs.add_parser("watch", help="probe each replica's /health every half second; take a hung or dead one out, put it back")
     w.add_argument("--rounds", type=bounded("--rounds", 1, 10**9), help="stop after this many rounds (default: run until stopped)")
     w.set_defaults(func=watch)
 
