@@ -102,8 +102,8 @@ def run(
 ) -> None:
     """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`, `stopped`: a bounded run). Each
     change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both);
-    `changed` runs at the start and after each change (the CLI writes the pool's Prometheus marks), a warning it
-    returns is said."""
+    `changed` runs at the start and whenever the include's marks changed, the watch's own or another writer's (an
+    upgrade step that left a replica out): the CLI writes the pool's Prometheus marks; a warning it returns is said."""
     import time
     from pathlib import Path
 
@@ -130,8 +130,15 @@ def run(
         if (warning := changed()) is not None:
             say(f"warning: {warning}")
 
+    def down_now() -> frozenset[int] | None:
+        try:
+            return frozenset(p for p, down in marks_of(gw.read_upstream()).items() if down)
+        except ErnieOpsError:
+            return None
+
     n, said = 0, None
     mark()
+    written = down_now()
     with client:
         while (rounds is None or n < rounds) and not stopped():
             r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), health, apply)
@@ -141,7 +148,9 @@ def run(
             for change in r.changes:
                 say(change.sentence())
                 journal(f"pool: {change.sentence()}")
-            if r.changes:
+            # its own changes, and the include's changes made by others (an upgrade step that left a replica out)
+            if (now := down_now()) != written:
                 mark()
+                written = now
             n += 1
             time.sleep(INTERVAL_SECONDS)

@@ -91,3 +91,54 @@ def test_a_write_nginx_refuses_is_said_and_tried_again_next_round_not_the_end_of
     refusing = False
     r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
     assert [c.port for c in r.changes] == [8002] and gateway.marks_of(include) == {8000: False, 8002: True}
+
+
+def test_the_watch_rewrites_the_pools_marks_when_another_writer_took_a_replica_out(tmp_path):
+    """An upgrade step that fails leaves its replica marked down and stopped: the watch makes no change of its own
+    (dead and already out), yet the Prometheus marks must say 1 of 2 or ErniePoolDegraded never fires. Two real
+    listeners answer /health on 127.0.0.1; the second stops when the include is rewritten under the watch."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ernie_ops import config
+    from ernie_ops.traffic import pool_watch
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), Health) for _ in range(2)]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    a, b = (s.server_address[1] for s in servers)
+    include = tmp_path / "upstream.conf"
+    include.write_text(gateway.render_pool([a, b]))
+    cfg = config.Config(
+        pool={"replicas": 2}, instances=[{"port": a, "slot": 0}, {"port": b, "slot": 1}],
+        gateway={"upstream_file": str(include)}, paths={"state_dir": str(tmp_path / "state"), "cache_dir": str(tmp_path / "cache")},
+    )  # fmt: skip
+    written: list[dict[int, bool]] = []
+    said: list[str] = []
+    n = 0
+
+    def stopped() -> bool:
+        nonlocal n
+        n += 1
+        if n == 3:  # the upgrade's step: b out of rotation, then stopped
+            include.write_text(gateway.render_pool([a, b], down=frozenset({b})))
+            servers[1].shutdown()
+            servers[1].server_close()
+        return n > 6
+
+    try:
+        pool_watch.run(cfg, said.append, stopped=stopped, changed=lambda: written.append(gateway.marks_of(include.read_text())))
+    finally:
+        servers[0].shutdown()
+        servers[0].server_close()
+    assert written == [{a: False, b: False}, {a: False, b: True}], written  # at the start, and once when b went out
+    assert said == [], said  # no change of its own: b is dead and already out
