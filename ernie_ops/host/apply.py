@@ -40,7 +40,7 @@ from ernie_ops.observe import marks
 from ernie_ops.traffic import cutover as cutover_mod
 from ernie_ops.traffic import hostops, pool_plan, pool_upgrade
 from ernie_ops.traffic.canary import rollout
-from ernie_ops.traffic.gateway import Gateway, GatewayError, marks_of, render_pool, render_upstream
+from ernie_ops.traffic.gateway import Gateway, GatewayError, marked_down, marks_of, render_pool, render_upstream
 
 CHAT_UNIT = "ernie-chainlit.service"
 MODES = ("cutover", "restart", "none")
@@ -234,7 +234,7 @@ class RealHost:
         ops = hostops.RealHost(cfg)
         try:
             with state.cutover_lock(Path(cfg.paths.state_dir), f"pool upgrade of {', '.join(map(str, stale))}"):
-                down = frozenset(p for p, marked in marks_of(self.upstream_text(cfg)).items() if marked)  # the watch's
+                down = marked_down(self.upstream_text(cfg))  # the watch's
                 timeouts = pool_upgrade.Timeouts(start=start_timeout)
                 upgrade = pool_upgrade.PoolUpgrade(ops, replicas, steps, timeouts, down=down, eval_gate=cfg.cutover.eval)
                 return upgrade.run().as_dict()

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from ernie_ops.config import Config
 from ernie_ops.host import state
-from ernie_ops.traffic.gateway import Gateway, GatewayError, marks_of
+from ernie_ops.traffic.gateway import Gateway, GatewayError, in_rotation
 
 
 def _epoch(at: object) -> float | None:
@@ -65,7 +65,7 @@ def write(cfg: Config) -> str | None:
     gw, routed, pool = Gateway(cfg.gateway), None, None
     try:
         if cfg.pool.replicas > 1:  # a pool routes no single port: its size and the replicas not marked down
-            pool = (cfg.pool.replicas, sum(not down for down in marks_of(gw.read_upstream()).values()))
+            pool = (cfg.pool.replicas, len(in_rotation(gw.read_upstream())))
         else:
             routed = gw.active_port()
     except (GatewayError, OSError):

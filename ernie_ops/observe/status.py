@@ -107,10 +107,10 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
     pool = None
     try:
         if cfg.pool.replicas > 1:  # every replica a server of the include: no canary split, no single routed port
-            marks = gateway.marks_of(gw.read_upstream())
-            in_rotation = [p for p, down in marks.items() if not down]
-            pool = {"size": cfg.pool.replicas, "replicas": list(marks), "in_rotation": in_rotation}
-            shares = {p: 100.0 / len(in_rotation) for p in in_rotation}
+            text = gw.read_upstream()
+            in_rotation = gateway.in_rotation(text)
+            pool = {"size": cfg.pool.replicas, "replicas": list(gateway.marks_of(text)), "in_rotation": in_rotation}
+            shares = gateway.shares(dict.fromkeys(in_rotation, 1))
         else:
             shares = gateway.shares(gw.weights())
     except ErnieOpsError as exc:

@@ -163,8 +163,7 @@ def routed_shares(cfg: Config) -> tuple[dict[int, float], str | None]:
     try:
         gw = gateway.Gateway(cfg.gateway)
         if cfg.pool.replicas > 1:
-            rotation = [p for p, down in gateway.marks_of(gw.read_upstream()).items() if not down]
-            return {p: 100.0 / len(rotation) for p in rotation}, None
+            return gateway.shares(dict.fromkeys(gateway.in_rotation(gw.read_upstream()), 1)), None
         return gateway.shares(gw.weights()), None
     except ErnieOpsError as exc:
         return {}, str(exc)

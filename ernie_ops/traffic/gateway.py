@@ -93,6 +93,16 @@ def marks_of(text: str) -> dict[int, bool]:
     return {int(m.group(1)): bool(re.search(r"\bdown\b", m.group(2))) for m in SERVER_LINE.finditer(text)}
 
 
+def marked_down(text: str) -> frozenset[int]:
+    """The ports an include marks `down` (out of rotation: the pool watch's, or an upgrade step's)."""
+    return frozenset(p for p, down in marks_of(text).items() if down)
+
+
+def in_rotation(text: str) -> list[int]:
+    """The ports an include sends requests to: every server line not marked `down`, in its order."""
+    return [p for p, down in marks_of(text).items() if not down]
+
+
 def with_marks(text: str, down: frozenset[int]) -> str:
     """The include with exactly the ports in `down` marked `down` (the pool watch's one edit); nothing else changes."""
 

@@ -67,6 +67,7 @@ class Tracker:
 @dataclass
 class Round:
     changes: list[Change]
+    down: frozenset[int] = frozenset()  # the include's `down` ports after the round (read, or as the watch wrote them)
     skipped: str | None = None  # why the include was left alone this round (a cutover holds the lock)
 
 
@@ -82,15 +83,15 @@ def watch_once(
     down = frozenset(p for p, is_down in marks.items() if is_down)
     changes = tracker.observe({port: probe(port) for port in marks}, down)
     if not changes:
-        return Round([])
+        return Round([], down)
     new_down = (down | {c.port for c in changes if c.down}) - {c.port for c in changes if not c.down}
     try:
         apply_marks(new_down)
     except LockHeld as exc:
-        return Round([], skipped=str(exc))
+        return Round([], down, skipped=str(exc))
     except ErnieOpsError as exc:  # nginx -t or the reload refused it: the gateway put the include back; try next round
-        return Round([], skipped=f"the include was left as it was: {exc}")
-    return Round(changes)
+        return Round([], down, skipped=f"the include was left as it was: {exc}")
+    return Round(changes, new_down)
 
 
 def run(
@@ -102,7 +103,7 @@ def run(
 ) -> None:
     """`ernie-ops pool watch`: rounds every INTERVAL_SECONDS until stopped (`rounds`, `stopped`: a bounded run). Each
     change is a line on stdout (the unit's journal) and a decision in the system log (`ernie-ops logs` shows both);
-    `changed` runs at the start and whenever the include's marks changed, the watch's own or another writer's (an
+    `changed` runs at the first round and whenever the include's marks changed, the watch's own or another writer's (an
     upgrade step that left a replica out): the CLI writes the pool's Prometheus marks; a warning it returns is said."""
     import time
     from pathlib import Path
@@ -130,15 +131,7 @@ def run(
         if (warning := changed()) is not None:
             say(f"warning: {warning}")
 
-    def down_now() -> frozenset[int] | None:
-        try:
-            return frozenset(p for p, down in marks_of(gw.read_upstream()).items() if down)
-        except ErnieOpsError:
-            return None
-
-    n, said = 0, None
-    mark()
-    written = down_now()
+    n, said, written = 0, None, None  # `written`: the down ports the Prometheus marks were last written for
     with client:
         while (rounds is None or n < rounds) and not stopped():
             r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), health, apply)
@@ -148,9 +141,10 @@ def run(
             for change in r.changes:
                 say(change.sentence())
                 journal(f"pool: {change.sentence()}")
-            # its own changes, and the include's changes made by others (an upgrade step that left a replica out)
-            if (now := down_now()) != written:
+            # at the first round, then its own changes and the include's changes made by others (an upgrade step
+            # that left a replica out), from the marks this round read or wrote: one read of the include a round
+            if r.down != written:
                 mark()
-                written = now
+                written = r.down
             n += 1
             time.sleep(INTERVAL_SECONDS)
