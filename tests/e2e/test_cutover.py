@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ernie_ops.traffic import gateway
 from tests.harness import host, sandbox, tiers
 from tests.harness.tiny_model import SERVED_NAME
 from tests.harness.wait import until
@@ -495,8 +496,7 @@ def prom_marks(sb) -> str:
 
 def marks(sb) -> dict[int, bool]:
     """Port -> marked down, from the gateway's include as nginx reads it."""
-    text = sb.run(["cat", UPSTREAM]).stdout
-    return {int(m.group(1)): "down" in m.group(2) for m in re.finditer(r"server 127\.0\.0\.1:(\d+)([^;]*);", text)}
+    return gateway.marks_of(sb.run(["cat", UPSTREAM]).stdout)
 
 
 def watch_said(sb, form: str = "cat") -> str:

@@ -83,6 +83,27 @@ def test_the_edge_asks_the_gateways_ernie_ops_where_the_ernie_ops_role_puts_it()
     assert edge_vars["ernie_edge_chat_upload_unknown_mb"] == ceiling
 
 
+EDGE = ROOT / "ansible" / "roles" / "ernie_edge"
+
+
+def edge_play(tmp_path: Path, task: dict, extra: dict, inventory: dict | None = None) -> subprocess.CompletedProcess:
+    """`task` in a play with the edge role's vars/main.yml, run by ansible-playbook on localhost with `extra` as -e
+    (the results the role's tasks register, given as they would be) and `inventory` (default: localhost alone)."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(yaml.safe_dump(inventory or {"all": {"hosts": {"localhost": local}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars_files": [str(EDGE / "vars" / "main.yml")],
+                                     "tasks": [task]}]))  # fmt: skip
+    given = tmp_path / "extra.json"
+    given.write_text(json.dumps({"role_path": str(EDGE), **extra}))
+    bin_dir = Path(sys.executable).parent
+    out = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(hosts), str(play), "-e", f"@{given}"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
 @pytest.mark.parametrize(
     ("results", "expected"),
     [
@@ -97,18 +118,8 @@ def test_the_edge_asks_the_gateways_ernie_ops_where_the_ernie_ops_role_puts_it()
 )
 def test_the_edge_takes_the_largest_gateway_limit_and_chainlit_s_ceiling_for_one_that_did_not_answer(tmp_path, results, expected):
     """The role's own expression (vars/main.yml) evaluated by ansible-playbook on the results its task registers."""
-    play = tmp_path / "play.yml"
-    vars_file = ROOT / "ansible" / "roles" / "ernie_edge" / "vars" / "main.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars_files": [str(vars_file)],
-                                     "tasks": [{"ansible.builtin.debug": {"msg": "MB={{ ernie_edge_chat_upload_mb }}"}}]}]))  # fmt: skip
-    extra = tmp_path / "extra.json"
-    extra.write_text(
-        json.dumps({"ernie_edge_chat_upload_limits": {"results": results}, "role_path": str(ROOT / "ansible/roles/ernie_edge")})
-    )
-    bin_dir = Path(sys.executable).parent
-    out = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play), "-e", f"@{extra}"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    show = {"ansible.builtin.debug": {"msg": "MB={{ ernie_edge_chat_upload_mb }}"}}
+    out = edge_play(tmp_path, show, {"ernie_edge_chat_upload_limits": {"results": results}})
     assert re.search(r'"msg": "MB=(\d+)"', out.stdout).group(1) == expected, out.stdout[-1500:]
 
 
@@ -116,30 +127,18 @@ def test_the_edge_weighs_each_gateway_by_the_replicas_its_own_ernie_ops_says(tmp
     """The role's ernie_edge_weights and upstream template, run by ansible-playbook on the answers its task registers
     (issue 33): a 4-replica host weighs 4, a 1-replica one is written as before (no weight), one that did not answer
     and an address given by hand weigh 1; the edge's keyed group hashes X-Session-Id over the same servers."""
-    role = ROOT / "ansible" / "roles" / "ernie_edge"
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"ernie_inference": {"hosts": {
+    inventory = {"all": {"children": {"ernie_inference": {"hosts": {
         "gpu4": {"ansible_host": "10.0.0.4"}, "cpu1": {"ansible_host": "10.0.0.5"}, "gone": {"ansible_host": "10.0.0.6"}}}},
-        "hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))  # fmt: skip
+        "hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}  # fmt: skip
     results = [
         {"item": "gpu4", "rc": 0, "stdout": '{"chat_upload_mb": 121, "edge_weight": 4}'},
         {"item": "cpu1", "rc": 0, "stdout": '{"chat_upload_mb": 121, "edge_weight": 1}'},
         {"item": "gone", "unreachable": True, "msg": "no route"},
     ]
     out_file = tmp_path / "upstream.conf"
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars_files": [str(role / "vars" / "main.yml")],
-                                     "tasks": [{"ansible.builtin.template": {"src": str(role / "templates" / "upstream.conf.j2"),
-                                                                             "dest": str(out_file), "mode": "0644"}}]}]))  # fmt: skip
-    extra = tmp_path / "extra.json"
+    write = {"ansible.builtin.template": {"src": str(EDGE / "templates" / "upstream.conf.j2"), "dest": str(out_file), "mode": "0644"}}
     backends = ["10.0.0.4:8081", "10.0.0.5:8081", "10.0.0.6:8081", "192.0.2.9:8081"]
-    extra.write_text(
-        json.dumps({"ernie_edge_chat_upload_limits": {"results": results}, "role_path": str(role), "ernie_edge_backends": backends})
-    )
-    bin_dir = Path(sys.executable).parent
-    out = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(inventory), str(play), "-e", f"@{extra}"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    edge_play(tmp_path, write, {"ernie_edge_chat_upload_limits": {"results": results}, "ernie_edge_backends": backends}, inventory)
     servers = [line for line in out_file.read_text().splitlines() if line.startswith("server ")]
     assert servers == [
         "server 10.0.0.4:8081 weight=4 max_fails=1 fail_timeout=10s;",
