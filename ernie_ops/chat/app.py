@@ -16,6 +16,7 @@ when it ends.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from pathlib import Path
@@ -23,10 +24,11 @@ from pathlib import Path
 import chainlit as cl
 from chainlit.config import ChainlitConfigOverrides, FeaturesSettings, SpontaneousFileUploadFeature
 from chainlit.types import DeleteFeedbackRequest, UpdateFeedbackRequest  # at module level: FastAPI resolves the route annotations here
+from fastapi import UploadFile  # at module level too (the upload route's annotation)
 from fastapi.responses import JSONResponse
 
 from ernie_ops import config
-from ernie_ops.chat import history, marketing_ui, thread_dicts, upload_limits, users
+from ernie_ops.chat import history, marketing_ui, thread_dicts, upload_gate, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.drain import INTERRUPTED, REPLIES, RESTARTING
@@ -72,10 +74,12 @@ async def _name_thread(name: str) -> None:
 
 # A thread begun with a button is named after the action by Chainlit: a readable title instead.
 ACTION_TITLES = {"copy_generate": marketing_ui.TITLE, "copy_regenerate": marketing_ui.TITLE, "onboarding_confirm": "入职 / Onboarding"}
+UPLOADS = upload_gate.Pending()  # files the upload route took that the app has not kept or dropped yet
+READS = asyncio.Semaphore(CHAT.file_reads_at_once)  # uploads read at once, each in its isolated child, across all users
 TOOLS: dict = {}  # scenario name -> its CopyTool / OnboardingTool (the form and cards instead of free chat)
 for _s in SCENARIOS.values():
     if _s.tool == "copy":
-        TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt, name_thread=_name_thread)
+        TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt, name_thread=_name_thread, reads=READS)
     elif _s.tool == "onboarding":
         TOOLS[_s.name] = build_onboarding(CHAT.onboarding, CLIENT, _s.system_prompt)
 PROFILE_KEY = "chat_profile"  # in the thread's metadata: the scenario a resumed thread continues in (Chainlit's own key)
@@ -129,7 +133,7 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
             markdown_description=s.description or s.name,
             default=s.name == DEFAULT,
             starters=[cl.Starter(label=text[:40], message=text) for text in s.starters] or None,
-            config_overrides=None if s.retrieval or s.tool == "copy" else UPLOADS_OFF,  # the paper clip only where files are read
+            config_overrides=None if s.takes_files else UPLOADS_OFF,  # the paper clip only where files are read
         )
         for s in SCENARIOS.values()
     ]
@@ -218,6 +222,52 @@ def _serve_stored_elements() -> None:
     server.router.routes.insert(0, server.router.routes.pop())
     server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback_removal, methods=["DELETE"])
     server.router.routes.insert(0, server.router.routes.pop())
+
+
+def _check_uploads() -> None:
+    """POST <root>/project/file, before Chainlit's: a scenario that reads no files takes none (Chainlit checks only its
+    global switch, so a hidden paper clip still took files), and a user's files stay within chat.upload_quota_mb
+    (upload_gate). Then Chainlit's own route stores the file in the session's directory, as before."""
+    from chainlit.auth import get_current_user
+    from chainlit.server import app as server
+    from chainlit.server import upload_file
+    from chainlit.session import WebsocketSession
+    from fastapi import Depends, HTTPException
+
+    async def checked_upload(session_id: str, file: UploadFile, ask_parent_id: str | None = None, current_user=Depends(get_current_user)):  # noqa: B008
+        session = WebsocketSession.get_by_id(session_id)
+        if session is None or not current_user or not session.user or session.user.identifier != current_user.identifier:
+            return await upload_file(current_user, session_id, file, ask_parent_id)  # Chainlit's own 404 and 401
+        user, size = current_user.identifier, file.size or 0
+        scenario = SCENARIOS.get(session.chat_profile or DEFAULT, SCENARIOS[DEFAULT])
+        held = UPLOADS.bytes_of(user) + await _stored_file_bytes(user)
+        why = upload_gate.refusal(scenario, asked=ask_parent_id is not None, size=size, held=held, quota_mb=CHAT.upload_quota_mb)
+        if why:
+            log.warning("upload by %r refused (%s, %d bytes, %d held): %s", user, scenario.name, size, held, why)
+            raise HTTPException(status_code=413 if scenario.takes_files or ask_parent_id else 403, detail=why)
+        response = await upload_file(current_user, session_id, file, ask_parent_id)
+        UPLOADS.add(session_id, user, json.loads(response.body)["id"], size)
+        return response
+
+    server.add_api_route(f"{CHAT.root_path}/project/file", checked_upload, methods=["POST"])
+    server.router.routes.insert(0, server.router.routes.pop())
+
+
+async def _stored_file_bytes(user: str) -> int:
+    """The bytes of the user's files in the history (0 without history; a database that cannot answer counts 0:
+    the pending files and the per-file limit still bound what one user takes)."""
+    if not HISTORY.enabled:
+        return 0
+    from chainlit.data import get_data_layer
+
+    try:
+        return await (await get_data_layer().store()).file_bytes_of(user)
+    except HistoryUnavailable as exc:
+        log.warning("upload quota: the history cannot say what %r holds: %s", user, exc)
+        return 0
+
+
+_check_uploads()
 
 
 async def _forget_thread_uploads(user: str, thread_id: str) -> None:
@@ -398,6 +448,12 @@ async def _remember_profile(conv: Conversation) -> None:
 
 @cl.on_chat_end
 async def ended() -> None:
+    session = cl.context.session
+    UPLOADS.end(session.id)
+    if HISTORY.enabled:
+        from chainlit.data import get_data_layer
+
+        get_data_layer().forget_uploads(list(session.files))
     conv: Conversation | None = cl.user_session.get("conversation")
     if conv is not None and conv.docs is not None and not HISTORY.enabled:  # with history, uploads stay with their thread
         try:
@@ -459,11 +515,12 @@ async def _answer(message: cl.Message) -> None:
     files = [e for e in message.elements or [] if isinstance(e, cl.File) or getattr(e, "path", None)]
     if conv.scenario.tool == "copy":
         if files:
-            await TOOLS[conv.scenario.name].batch(files)
+            await _settle(files, await TOOLS[conv.scenario.name].batch(files))
         elif message.content.strip():
             await cl.Message(content=USE_THE_FORM).send()
         return
     if files and conv.docs is None:
+        await _settle(files, [])
         await cl.Message(content="这个场景不读取文件；请切换到「文档问答 Docs」。 / This scenario does not read files: use Docs.").send()
         return
     if conv.scenario.tool == "onboarding":  # with the employee's facts and plan in the prompt, never bare free chat
@@ -472,7 +529,8 @@ async def _answer(message: cl.Message) -> None:
         return
     if conv.docs is not None:
         if files:
-            await _index_uploads(conv.docs, [Upload(getattr(f, "path", None), f.name, getattr(f, "size", None)) for f in files])
+            outcomes = await _index_uploads(conv.docs, [Upload(getattr(f, "path", None), f.name, getattr(f, "size", None)) for f in files])
+            await _settle(files, _indexed(files, outcomes))
         if not message.content.strip():
             return
         if not files and not await conv.docs.has_documents():
@@ -482,8 +540,10 @@ async def _answer(message: cl.Message) -> None:
             ).send()  # fmt: skip
             if not asked:
                 return
-            await _keep_with_message(message, asked)
-            await _index_uploads(conv.docs, [Upload(f.path, f.name, f.size) for f in asked])
+            outcomes = await _index_uploads(conv.docs, [Upload(f.path, f.name, f.size) for f in asked])
+            kept = _indexed(asked, outcomes)
+            await _keep_with_message(message, kept)
+            await _settle(asked, kept, stored=False)
     await conv.on_user_message(message.content, MessageSink())
 
 
@@ -500,16 +560,43 @@ async def _keep_with_message(message: cl.Message, asked: list) -> None:
             log.warning("docs: %s not kept with its thread: %s", f.name, exc)
 
 
-async def _index_uploads(docs: DocsSession, uploads: list[Upload]) -> None:
+def _indexed(files: list, outcomes: list) -> list:
+    """The files the index took (one outcome per file; a single refusal of the whole message takes none)."""
+    if len(outcomes) != len(files):
+        return []
+    return [f for f, o in zip(files, outcomes, strict=True) if o.action != "failed"]
+
+
+async def _settle(files: list, kept: list, stored: bool = True) -> None:
+    """The app's word on the files a message brought: the kept ones are stored with the thread (with history), the
+    others leave the session's directory now and never reach the database; none is pending for the quota any more.
+    `stored=False`: asked-for files, whose kept copies `_keep_with_message` already sent as new elements."""
+    kept_ids = {f.id for f in kept}
+    dropped = [f for f in files if f.id not in kept_ids]
+    for f in dropped:
+        if getattr(f, "path", None):
+            Path(f.path).unlink(missing_ok=True)
+    UPLOADS.settle(cl.context.session.id, [f.id for f in files])
+    if HISTORY.enabled and stored:
+        from chainlit.data import get_data_layer
+
+        await get_data_layer().settle_uploads([f.id for f in kept], [f.id for f in dropped])
+
+
+async def _index_uploads(docs: DocsSession, uploads: list[Upload]) -> list:
+    """Index the files (at most chat.file_reads_at_once at a time across all users), say what was indexed and why
+    each refused file was; the outcomes, one per file."""
     async with cl.Step(name="索引文档 / Indexing", type="tool") as step:
         step.input = ", ".join(u.name for u in uploads)
-        outcomes = await docs.upload(uploads)
+        async with READS:
+            outcomes = await docs.upload(uploads)
         indexed, refused = upload_summary(outcomes)
         step.output = indexed or "-"
     if indexed:
         await cl.Message(content=indexed).send()
     for sentence in refused:
         await cl.ErrorMessage(content=sentence).send()
+    return outcomes
 
 
 @cl.on_stop

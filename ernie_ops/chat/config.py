@@ -51,6 +51,12 @@ class ScenarioConfig(Section):
         None, description="copy: marketing-copy form, cards, batch files (chat.marketing); onboarding: HR-fed helper (chat.onboarding)"
     )
 
+    @property
+    def takes_files(self) -> bool:
+        """Whether the scenario reads uploads (documents for retrieval, product lists for copy): its paper clip, and
+        the app's upload route, are on only then."""
+        return self.retrieval or self.tool == "copy"
+
     @field_validator("fields")
     @classmethod
     def _unique_fields(cls, fields: list[ChatFieldConfig]) -> list[ChatFieldConfig]:
@@ -84,6 +90,16 @@ class ChatConfig(Section):
     restart_drain_seconds: float = Field(
         20.0, ge=0.0, le=25.0,
         description="on a stop or restart, how long answers in flight may finish first (within the unit's TimeoutStopSec=30)",
+    )  # fmt: skip
+    upload_quota_mb: float = Field(
+        500.0, gt=0.0, le=1_048_576.0,
+        description="the uploads one user's conversations may hold in all (stored with their threads, plus those not yet "
+        "answered); a file past it is refused with the sizes, and deleting old conversations frees room",
+    )  # fmt: skip
+    file_reads_at_once: int = Field(
+        2, ge=1, le=64,
+        description="uploads read at once, each in its isolated child (a document's extraction, a product list), across "
+        "all users; more wait their turn. The unit's MemoryMax= must hold this many children (upload_limits.memory_mb)",
     )  # fmt: skip
     default_scenario: str | None = None
     scenarios: list[ScenarioConfig] | None = Field(None, min_length=1, description="null: the built-in scenarios")

@@ -58,6 +58,13 @@ def _session() -> Any:
 ORDER_ATTR = "_ernie_order"  # on a Chainlit element object: when it was first sent (see create_element)
 
 
+def is_browser_upload(element) -> bool:
+    """A file the browser attached to a user's message: Chainlit gives it the id of the uploaded file as its own
+    (emitter.process_message); a file the app sends gets a fresh id, its upload key another one."""
+    key = getattr(element, "chainlit_key", None)
+    return bool(key) and key == getattr(element, "id", None)
+
+
 def _persisted(row) -> PersistedUser:
     """Chainlit's user: its id is the login name (the store's own row id stays inside the store)."""
     return PersistedUser(id=row.identifier, identifier=row.identifier, createdAt=thread_dicts.iso(row.created_at), metadata=row.metadata)
@@ -90,6 +97,8 @@ class HistoryLayer(BaseDataLayer):
         self._lock = asyncio.Lock()
         self._owned: set[tuple[str, str]] = set()  # (user, thread) this process has seen the user may write
         self._order = 0  # elements' order of creation (strictly increasing, ns): the store returns them by id
+        self._held: dict[str, Any] = {}  # element id -> a browser upload the app has not accepted yet
+        self._decided: dict[str, bool] = {}  # element id -> the app's word, given before Chainlit sent the element
         self.notice = notice or thread_dicts.SaveNotice()
 
     async def store(self) -> ThreadStore:
@@ -200,9 +209,35 @@ class HistoryLayer(BaseDataLayer):
     # -- elements -----------------------------------------------------------------------------------
     async def create_element(self, element) -> None:
         """Stamped with its order when Chainlit first sends it (on the element object, so an update of it keeps the
-        stamp), before the first-message queue: queued creates run later, possibly after an update of the same card."""
+        stamp), before the first-message queue: queued creates run later, possibly after an update of the same card.
+        A file the browser attached to a message waits for the app's word (`settle_uploads`): only an accepted
+        one is stored (issue 34: a refused or unread file never reaches the database)."""
         order = element.__dict__.setdefault(ORDER_ATTR, self._next_order())
+        if is_browser_upload(element):
+            decided = self._decided.pop(element.id, None)  # Chainlit sends the elements in a task of their own: either order
+            if decided is None:
+                self._held[element.id] = element
+            if not decided:
+                return
         await self._save_element(element, order)
+
+    async def settle_uploads(self, kept: list[str], dropped: list[str]) -> None:
+        """The app's word on the files a message brought (element ids): store the kept ones, forget the dropped."""
+        for element_id in dropped:
+            if self._held.pop(element_id, None) is None:
+                self._decided[element_id] = False
+        for element_id in kept:
+            element = self._held.pop(element_id, None)
+            if element is None:
+                self._decided[element_id] = True
+            else:
+                await self._save_element(element, element.__dict__[ORDER_ATTR])
+
+    def forget_uploads(self, element_ids: list[str]) -> None:
+        """A session ended: what it held or was told about goes (its files left with its directory)."""
+        for element_id in element_ids:
+            self._held.pop(element_id, None)
+            self._decided.pop(element_id, None)
 
     @queue_until_user_message()
     async def _save_element(self, element, order: int) -> None:

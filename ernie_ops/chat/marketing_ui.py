@@ -71,9 +71,11 @@ class CopyTool:
     """One per app process; per-chat state lives in `cl.user_session`."""
 
     def __init__(self, cfg: MarketingConfig, client: GatewayClient, system_prompt: str,
-                 name_thread: Callable[[str], Awaitable[None]] | None = None):  # fmt: skip
-        """`name_thread(name)`: names this chat's thread after its first product (with history; a name the user gave stays)."""
+                 name_thread: Callable[[str], Awaitable[None]] | None = None, reads: asyncio.Semaphore | None = None):  # fmt: skip
+        """`name_thread(name)`: names this chat's thread after its first product (with history; a name the user gave stays).
+        `reads`: held while a product list is read in its child (the app's bound on reads at once, shared with Docs)."""
         self.cfg, self.client, self.system_prompt, self.name_thread = cfg, client, system_prompt, name_thread
+        self.reads = reads or asyncio.Semaphore(1)
         self.writer = CopyWriter(client, cfg, system_prompt)
 
     async def start(self) -> None:
@@ -167,32 +169,37 @@ class CopyTool:
         await element.update()
         log.info("copy: card %d of %r regenerated (%d attempt(s), ok=%s)", index, request.product, post.attempts, post.ok)
 
-    async def batch(self, files: list) -> None:
-        """Each uploaded product list in turn: progress, then the posts as downloads."""
+    async def batch(self, files: list) -> list:
+        """Each uploaded product list in turn: progress, then the posts as downloads. Returns the lists that were
+        read (the app keeps those with the thread; a refused one is dropped)."""
+        read = []
         for f in files:
             with tempfile.TemporaryDirectory(prefix="ernie-copy-") as tmp:
-                await self._one_batch(f, Path(tmp))
+                if await self._one_batch(f, Path(tmp)):
+                    read.append(f)
+        return read
 
-    async def _one_batch(self, upload, tmp: Path) -> None:
+    async def _one_batch(self, upload, tmp: Path) -> bool:
         name = Path(upload.name or "products").name
         source = tmp / name  # under its own name: the sentences about it name the user's file, not an upload id
         try:
             source.write_bytes(await asyncio.to_thread(Path(upload.path).read_bytes))
-            read = await read_isolated.read_products(  # in a child, stops reading at the row limit
-                source, self.cfg.max_batch_rows, timeout=self.cfg.read_timeout_seconds, memory_mb=self.cfg.read_memory_mb
-            )
+            async with self.reads:
+                read = await read_isolated.read_products(  # in a child, stops reading at the row limit
+                    source, self.cfg.max_batch_rows, timeout=self.cfg.read_timeout_seconds, memory_mb=self.cfg.read_memory_mb
+                )
         except batch_io.TooManyRows:
             await cl.ErrorMessage(
                 content=f"{name} 超过 {self.cfg.max_batch_rows} 行上限（chat.marketing.max_batch_rows），请拆分。 / "
                 f"{name} has more than {self.cfg.max_batch_rows} rows, the limit: split it."
             ).send()
-            return
+            return False
         except (OSError, ErnieOpsError) as exc:
             await cl.ErrorMessage(content=f"{name}: {exc}" if isinstance(exc, OSError) else str(exc)).send()
-            return
+            return False
         if not read.rows:
             await cl.ErrorMessage(content=batch_report(name, read, BatchSummary(output=""))).send()
-            return
+            return False
         progress = cl.CustomElement(
             name="BatchProgress", props={"file": name, "done": 0, "total": len(read.rows), "failed": 0}, display="inline"
         )
@@ -219,7 +226,7 @@ class CopyTool:
         except ErnieOpsError as exc:
             log.error("copy batch %s: %s", name, exc)
             await cl.ErrorMessage(content=str(exc)).send()
-            return
+            return True  # the list was read; the model failed
         finally:
             ticker.cancel()
         progress.props = {"file": name, **latest, "current": "", "finished": True}
@@ -232,3 +239,4 @@ class CopyTool:
             files = [cl.File(name=p.name, path=str(p), display="inline") for p in (out_csv, out_xlsx)]
         log.info("copy batch %s: %s", name, summary)
         await cl.Message(content=batch_report(name, read, summary), elements=files).send()
+        return True

@@ -25,6 +25,7 @@ from pathlib import Path
 from ernie_ops.chat import upload_limits, users
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
+from ernie_ops.host import cgroup
 from ernie_ops.host.ports import port_free
 
 APP_FILE = Path(__file__).with_name("app.py")
@@ -60,6 +61,24 @@ def preflight(cfg: Config, env: Mapping[str, str]) -> None:
         raise UsageError(f"CHAINLIT_AUTH_SECRET has {len(secret)} characters; use at least {MIN_SECRET} (it signs the login tokens)")
     if not users.load(cfg.chat.users_file):  # read at every login: a user added later works without a restart
         log.warning("%s has no users yet: nobody can log in until `ernie-ops chat-user add NAME`", cfg.chat.users_file)
+    if warning := memory_warning(cfg, cgroup.memory_max_bytes()):
+        log.warning("%s", warning)
+
+
+def memory_warning(cfg: Config, limit: int | None) -> str | None:
+    """A sentence when the unit's MemoryMax= (`limit`, bytes) cannot hold the app and its reading children: a file read
+    at the limit would then take the whole app down (the kernel's OOM killer) instead of failing alone."""
+    need = upload_limits.memory_mb(cfg.chat)
+    if limit is None or need * 1024 * 1024 <= limit:
+        return None
+    chat = cfg.chat
+    return (
+        f"the chat unit's MemoryMax= is {limit // (1024 * 1024)} MB, but {chat.file_reads_at_once} upload read(s) at once "
+        f"(chat.file_reads_at_once) of up to {need - upload_limits.APP_MB} MB together (chat.docs.extract_memory_mb "
+        f"{chat.docs.extract_memory_mb}, chat.marketing.read_memory_mb {chat.marketing.read_memory_mb}) and "
+        f"{upload_limits.APP_MB} MB for the app need {need} MB: lower those settings, or raise MemoryMax= with "
+        f"`systemctl edit ernie-chainlit`"
+    )
 
 
 def _toml_str(value: str) -> str:
@@ -99,7 +118,7 @@ favorites = false
 # a little more again), so a file over them gets the app's sentence naming the limit rather than
 # Chainlit's generic refusal.
 [features.spontaneous_file_upload]
-    enabled = {"true" if any(s.retrieval or s.tool == "copy" for s in chat.effective_scenarios()) else "false"}
+    enabled = {"true" if any(s.takes_files for s in chat.effective_scenarios()) else "false"}
     accept = ["*/*"]
     max_files = {max(100, chat.docs.max_files_per_message * 10)}
     max_size_mb = {upload_limits.chainlit_mb(chat)}

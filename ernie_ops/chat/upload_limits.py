@@ -28,3 +28,13 @@ def nginx_mb(chat: ChatConfig) -> int:
 def ask_mb(chat: ChatConfig) -> int:
     """The size an AskFileMessage's drop zone accepts (Chainlit checks it in the browser): the app's limit."""
     return min(CHAINLIT_FLOOR_MB, max(1, int(chat.docs.max_file_mb)))
+
+
+APP_MB = 512  # the app itself: Chainlit, the index's connection, the replies in flight (measured: docs/design/chat-uploads.md)
+
+
+def memory_mb(chat: ChatConfig) -> int:
+    """What the chat unit's `MemoryMax=` must hold: the app, plus `chat.file_reads_at_once` reading children each at
+    its own cap (a document's extraction, a product list: whichever cap is larger)."""
+    child = max(chat.docs.extract_memory_mb, chat.marketing.read_memory_mb)
+    return APP_MB + chat.file_reads_at_once * child

@@ -319,6 +319,15 @@ class ThreadStore:
         async with self.reader.connect() as conn:
             return (await conn.execute(sa.select(sa.func.count()).where(_of(user)))).scalar_one()
 
+    @_guarded("measure a user's files")
+    async def file_bytes_of(self, user: str) -> int:
+        """The bytes of every file stored in `user`'s own threads (uploads and what was made from them): what the
+        upload quota counts. Retired threads of an earlier user of that name are not this user's."""
+        t, e = schema.threads, schema.elements
+        held = sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(e.c.content)), 0)).select_from(e.join(t, e.c.thread_id == t.c.id))
+        async with self.reader.connect() as conn:
+            return int((await conn.execute(held.where(t.c.user_identifier == user))).scalar_one())
+
     @_guarded("delete a user's threads")
     async def delete_threads_of(self, user: str) -> int:
         """`user`'s threads, the retired ones of that name included, with everything in them."""

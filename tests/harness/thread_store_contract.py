@@ -259,6 +259,21 @@ async def check_a_removed_users_kept_threads_are_no_longer_that_names(store: Thr
     assert await store.delete_threads_of("a_n") == 1 and await store.thread_user("t2") == "abn"
 
 
+async def check_a_users_stored_files_are_counted_in_their_own_threads_only(store: ThreadStore, clock: Clock) -> None:
+    """The upload quota's measure: the bytes of files in the user's threads, not another's, not an earlier user's of
+    that name (retired), not an element without bytes (a card)."""
+    assert await store.file_bytes_of("ann") == 0  # nothing stored yet: 0, not None
+    await _thread_with_everything(store, clock, "t1", "ann")
+    await _thread_with_everything(store, clock, "t2", "ann")
+    await store.upsert_element({"id": "t2-card", "threadId": "t2", "forId": "t2-a", "name": "CopyPost"}, None)
+    await _thread_with_everything(store, clock, "t3", "bob")
+    assert (await store.file_bytes_of("ann"), await store.file_bytes_of("bob")) == (2 * 900, 900)
+    await store.retire_threads_of("bob")
+    assert await store.file_bytes_of("bob") == 0  # the next "bob" starts with the whole quota
+    await store.delete_thread("t1")
+    assert await store.file_bytes_of("ann") == 900
+
+
 async def check_which_of_many_thread_ids_exist_is_one_batch_answer(store: ThreadStore, clock: Clock) -> None:
     assert not await store.has_threads()  # a database with no thread: the upload sweep then drops nothing
     for i in range(3):
@@ -375,6 +390,7 @@ async def check_what_cannot_be_saved_is_refused_with_a_sentence(store: ThreadSto
 
 
 CHECKS: list[Check] = [
+    check_a_users_stored_files_are_counted_in_their_own_threads_only,
     check_same_step_twice_is_one_row_and_an_update_merges,
     check_the_same_new_step_saved_at_once_by_many_tasks_is_one_merged_row,
     check_a_step_saved_before_its_thread_creates_the_thread,

@@ -5,6 +5,7 @@ file, stops cleanly on SIGTERM; and its start-up failures are one sentence, not 
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import signal
 import socket
@@ -219,6 +220,55 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
     assert "login 'dev' refused: locked for" in out, out[-3000:]  # the right password, while locked
     assert "login 'x\\nINFO login admin: ok': refused" in out and "\nINFO login admin: ok" not in out, out[-3000:]
     assert "sessions: 'eve' logged out" in out and "sessions: 'dev' logged out" in out, out[-3000:]
+
+
+def test_uploads_only_where_files_are_read_stored_only_once_accepted_and_within_the_users_quota(tmp_path, venv):
+    """Plays the attacker of issue 34 (uploads), through the app's own route and websocket as a browser uses them
+    (tests/harness/upload_attacker.py): a file posted into an Onboarding session, whose page shows no paper clip, is
+    refused (Chainlit's route took it: only a global switch); in Docs, a message with a good and a broken file stores
+    only the good one in the history (the broken one was stored too, before) and the broken one leaves the session's
+    directory at once; and past chat.upload_quota_mb (set to 0.05 MB here) the next file is refused with the sizes,
+    files not yet answered counted."""
+    port = free_port()
+    cfg, env = setup_dev(tmp_path, venv, port)
+    cfg.write_text(cfg.read_text().replace("chat:\n", "chat:\n  upload_quota_mb: 0.05\n", 1))
+    state = tmp_path / "state"
+    proc = subprocess.Popen(chat_argv(venv, cfg, state), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_serving(proc, url)
+        attack = subprocess.run([str(chat_venv.python(venv)), "-m", "tests.harness.upload_attacker", url, "dev", PASSWORD],
+                                cwd=tmp_path, env=chat_venv.run_env(venv), capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert attack.returncode == 0, attack.stderr[-4000:]
+        got = json.loads(attack.stdout.strip().splitlines()[-1])
+        print(f"\nthe attacker's uploads: {json.dumps(got, ensure_ascii=False)[:1500]}")
+        refused = got["onboarding"]
+        assert refused["status"] == 403 and "reads no files" in refused["detail"], refused
+        good, broken = got["docs_uploads"]
+        assert good["status"] == broken["status"] == 200, got["docs_uploads"]
+        replies = " ".join(r["content"] for r in got["docs_replies"])
+        assert "runbook.md" in replies and "report.pdf" in replies, got["docs_replies"]  # indexed; refused with its reason
+        files_dir = state / ".files" / got["docs_session"]
+        assert not (files_dir / broken["id"]).exists(), sorted(p.name for p in files_dir.iterdir())  # gone at once
+        first, second = got["quota"]
+        assert first["status"] == 200, first
+        assert second["status"] == 413 and "0.05 MB (chat.upload_quota_mb)" in second["detail"], second
+        stored = asyncio.run(_stored_files(tmp_path / "history.sqlite", "dev"))
+        assert stored == {"runbook.md": good["id"]}, stored  # the refused file never reached the database
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    assert "upload by 'dev' refused (入职助手 Onboarding" in out, out[-3000:]
+
+
+async def _stored_files(db: Path, user: str) -> dict[str, str]:
+    """{name: element id} of the elements stored in the user's threads."""
+    store = await ThreadStore.open(f"sqlite+aiosqlite:///{db}")
+    try:
+        threads, _ = await store.list_threads(user)
+        return {e["name"]: e["id"] for t in threads for e in await store.elements(t.id)}
+    finally:
+        await store.close()
 
 
 def test_history_database_unreachable_the_app_starts_logs_in_and_lists_nothing(tmp_path, venv):
