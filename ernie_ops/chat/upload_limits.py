@@ -30,7 +30,7 @@ def ask_mb(chat: ChatConfig) -> int:
     return min(CHAINLIT_FLOOR_MB, max(1, int(chat.docs.max_file_mb)))
 
 
-APP_MB = 512  # the app itself: Chainlit, the index's connection, the replies in flight (measured: docs/design/chat-uploads.md)
+APP_MB = 512  # the app itself: Chainlit, the index's connection, the replies in flight (its peak: test_chat_app.py prints it)
 
 
 def memory_mb(chat: ChatConfig) -> int:

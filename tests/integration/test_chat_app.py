@@ -255,6 +255,9 @@ def test_uploads_only_where_files_are_read_stored_only_once_accepted_and_within_
         assert second["status"] == 413 and "0.05 MB (chat.upload_quota_mb)" in second["detail"], second
         stored = asyncio.run(_stored_files(tmp_path / "history.sqlite", "dev"))
         assert stored == {"runbook.md": good["id"]}, stored  # the refused file never reached the database
+        peak = next(line.split()[1] for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if line.startswith("VmHWM"))
+        print(f"the chat app's peak RSS after logins, two sessions and four uploads: {int(peak) // 1024} MB "
+              f"(upload_limits.APP_MB allows it 512)")  # fmt: skip
     finally:
         out = stop(proc)
     assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
