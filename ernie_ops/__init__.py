@@ -1,10 +1,14 @@
 """Deployment kit for ERNIE-4.5-0.3B-PT served by vLLM behind systemd and nginx.
 
-Module map (one concern per package; each package's docstring says what lives there):
+Module map (one concern per package; each package's docstring says what lives there; `.importlinter` holds the
+floors, top to bottom, and `lint-imports` in the unit tier fails an import that points up):
+- `operate/`   `apply` and `route`: provisioning's one converge step (units, engine, pool, gateway)
+- `observe/`   `status`, `top`, logs, monitoring files, `bench`
+- `traffic/`   nginx routing, the edge, the cutover runbook, the pool, Prometheus marks, and `canary/` (steps, bake,
+  SLO gate)
+- `host/`      systemd units, ports, GPUs, the cgroup's memory limit, the cutover lock and history
 - `serving/`   one vLLM instance: its command, the launcher systemd runs, probes, engine log, processes
-- `traffic/`   nginx routing, the edge, the cutover runbook, and `canary/` (steps, bake, SLO gate)
-- `host/`      systemd units, ports, `apply` after provisioning, the cutover lock and history
-- `observe/`   metrics, `status`, `top`, logs, monitoring files, cutover marks, `bench`
+- `stats/`     vLLM's metrics parsed (the lowest floor: traffic and the views read it)
 - `files/`     YAML and SQLite files kept safe, damaged files kept aside, one atomic write
 - `client/`    the gateway client the apps and `bench` share (streaming, SSE, the one retry rule)
 - `chat/`      the Chainlit app and its conversation logic; `docs/` document Q&A; `marketing/` marketing

@@ -1,6 +1,6 @@
 """What the chat's custom elements show, as plain data (no Chainlit here, so unit tests run without it).
 
-Each function returns the `props` of one element in ernie_ops/chat/elements/: CopyForm (the form and its
+Each function returns the `props` of one element in ernie_ops/chat_app/elements/: CopyForm (the form and its
 errors), CopyPost (one post's card), and the text of a batch's report. The JSX only renders these.
 A card also carries the request it was written from (its validated values, `request`, never rendered), so a
 resumed thread's cards can be rewritten: `stored_cards` turns a thread's stored elements back into them.

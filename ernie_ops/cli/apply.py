@@ -24,7 +24,7 @@ def register(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ernie_ops.host import apply  # lazy: +25 ms start-up (-X importtime); only route and apply need it
+    from ernie_ops.operate import apply  # lazy: +25 ms start-up (-X importtime); only route and apply need it
 
     cfg, path = apply.load_for(args.config)
     services = (args.only,) if args.only else ("engine", "chat")

@@ -8,7 +8,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from ernie_ops import config
-from ernie_ops.chat import server
+from ernie_ops.chat_app import server
 from ernie_ops.cli.args import Parser, Subcommands, port
 from ernie_ops.cli.console import out_console, plain, print_json
 from ernie_ops.errors import EXIT_OK

@@ -21,8 +21,10 @@ def register(sub: Subcommands) -> None:
 
 
 def watch(args: argparse.Namespace) -> int:
-    from ernie_ops.observe import marks
-    from ernie_ops.traffic import pool_watch  # lazy: httpx and the gateway only for this command
+    from ernie_ops.traffic import (
+        marks,
+        pool_watch,  # lazy: httpx and the gateway only for this command
+    )
 
     cfg = config.load(args.config)
     say = lambda line: out_console.print(escape(line), soft_wrap=True)  # noqa: E731

@@ -22,7 +22,7 @@ def register(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ernie_ops.host import apply  # lazy: +25 ms start-up (-X importtime); only route and apply need it
+    from ernie_ops.operate import apply  # lazy: +25 ms start-up (-X importtime); only route and apply need it
 
     cfg = config.load(args.config)
     if args.check and not args.init:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from ernie_ops.client import sse
+from ernie_ops.client.headers import SESSION_HEADER, UPSTREAM_HEADER
 from ernie_ops.client.retry import BeforeFirstByte, send_streamed
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.traffic.gateway import SESSION_HEADER, UPSTREAM_HEADER
 
 FRIENDLY = {
     "down": "模型服务暂时无法连接，请稍后再试。 / The model service cannot be reached right now; please try again in a moment.",

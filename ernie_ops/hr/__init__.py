@@ -10,11 +10,10 @@ One job per module:
   looked up by user_name or employee_number.
 - `scim`: a SCIM 2.0 client (RFC 7643/7644) over httpx: `GET /Users?filter=...`, department and manager
   from the enterprise extension, the start date from a configurable attribute path.
-- `commands`: `ernie-ops hr check FILE`, an export read with `export_file`'s parsing and every record
-  checked (Ansible's `validate:` before a new export replaces the installed one).
+(`ernie-ops hr check FILE`, which also needs the onboarding window, lives above: `onboarding/export_check.py`.)
 
 Both connectors expose `find(user_name=..., employee_number=...) -> Employee` and raise only `HRError`:
-the chat app (`chat/onboarding_ui.py`, through `onboarding.service`) branches on its `kind`, so a
+the chat app (`chat_app/onboarding_ui.py`, through `onboarding.service`) branches on its `kind`, so a
 connector must never let another exception out. `onboarding.service.connector_for` picks the connector
 from the `hr` config section (the token comes from the environment, never the config file).
 """

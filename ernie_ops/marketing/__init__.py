@@ -1,7 +1,7 @@
 """Marketing copy (营销文案, the `chat.marketing` config section): posts for a product on a channel, one at a
 time from the chat app's form or a whole products file from `ernie-ops copy batch`.
 
-One job per module (none imports Chainlit; the chat app's form and cards are `chat/marketing_ui.py` and `chat/cards.py`):
+One job per module (none imports Chainlit; the chat app's form and cards are `chat_app/marketing_ui.py` and `chat/cards.py`):
 - rules.py: counting characters as a person counts them, the length and forbidden-word checks of one post
   (checks only: a post is never cut), and parsing the model's structured output {"posts": [...]}.
 - batch_io.py: reading a products file (CSV in UTF-8/BOM/GBK, or XLSX, decided by content), row problems

@@ -1,8 +1,8 @@
 """The work of `ernie-ops copy batch INPUT -o OUTPUT` (ernie_ops/cli/copy.py parses, shows progress and prints).
 
-Generates the posts of every row of a products file (CSV/XLSX, marketing/batch_io.py) through the config's chat
-gateway (cfg.chat_gateway_url(), never a fixed instance), model cfg.model.served_name, API key from
-$ERNIE_OPS_API_KEY when set. --channel is where the posts are published for the rows whose channel column is
+Generates the posts of every row of a products file (CSV/XLSX, marketing/batch_io.py) through the client the CLI
+builds from the config (the chat gateway, never a fixed instance; API key from $ERNIE_OPS_API_KEY when set), with
+the system prompt of the chat's copy scenario. --channel is where the posts are published for the rows whose channel column is
 empty or missing; default chat.marketing.channel. It brings the channel's length limit when neither the row
 nor --max-chars gives one.
 
@@ -12,13 +12,11 @@ is not a posts file (refused, never overwritten), OUTPUT the same file as INPUT,
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ernie_ops.client.gateway import GatewayClient
-from ernie_ops.config import Config
 from ernie_ops.errors import UsageError
 from ernie_ops.marketing import batch_io
 from ernie_ops.marketing.batch import BatchProgress, BatchSummary, run_batch
@@ -49,30 +47,36 @@ def read_products(input_path: Path, output_path: Path) -> batch_io.Read:
     return read
 
 
-def system_prompt(cfg) -> str:
-    """The system prompt of the chat's copy scenario (tool: copy), so the CLI writes as the chat does."""
-    for scenario in cfg.chat.effective_scenarios():
+def system_prompt(scenarios: Iterable) -> str:
+    """The system prompt of the chat's copy scenario (tool: copy; `scenarios`: chat.effective_scenarios()), so the
+    CLI writes as the chat does."""
+    for scenario in scenarios:
         if scenario.tool == "copy":
             return scenario.system_prompt
     return DEFAULT_SYSTEM_PROMPT
 
 
-def batch_settings(marketing, args: argparse.Namespace):
+def batch_settings(marketing: MarketingConfig, *, posts: int | None, max_chars: int | None, channel: str | None) -> MarketingConfig:
     """chat.marketing with the command line's --posts, --max-chars and --channel in place of its defaults;
     --max-chars is for every row without its own, whatever its channel (channel_max_chars is set aside)."""
-    given = (("posts", args.posts), ("max_chars", args.max_chars), ("channel", args.channel))
+    given = (("posts", posts), ("max_chars", max_chars), ("channel", channel))
     updates = {k: v for k, v in given if v is not None}
-    if args.max_chars is not None:
+    if max_chars is not None:
         updates["channel_max_chars"] = {}
     return marketing.model_copy(update=updates)
 
 
 async def generate(
-    cfg: Config, mcfg: MarketingConfig, read: batch_io.Read, output_path: Path, concurrency: int, progress: Callable[[BatchProgress], None]
+    client: GatewayClient,
+    prompt: str,
+    mcfg: MarketingConfig,
+    read: batch_io.Read,
+    output_path: Path,
+    concurrency: int,
+    progress: Callable[[BatchProgress], None],
 ) -> BatchSummary:
-    """Every row's posts into `output_path` through the chat gateway, `progress` told after each row."""
-    client = GatewayClient.from_config(cfg, os.environ)
-    writer = CopyWriter(client, mcfg, system_prompt(cfg))  # at most DEFAULT_MAX_IN_FLIGHT requests at once
+    """Every row's posts into `output_path` through `client` (closed at the end), `progress` told after each row."""
+    writer = CopyWriter(client, mcfg, prompt)  # at most DEFAULT_MAX_IN_FLIGHT requests at once
     try:
         return await run_batch(read, output_path, writer, mcfg, concurrency=concurrency, progress=progress)
     finally:

@@ -1,3 +1,2 @@
-"""What an operator reads: vLLM's metrics parsed (`metrics`), `ernie-ops status` (`status` data,
-`status_view` rendering), `ernie-ops top` (`top`, `top_view`), merged logs (`logview`), the monitoring
-files (`monitoring`), cutover marks for Prometheus (`marks`), and the load generator (`bench`)."""
+"""What an operator reads: `ernie-ops status` (`status` data, `status_view` rendering), `ernie-ops top` (`top`,
+`top_view`), merged logs (`logview`), the monitoring files (`monitoring`), and the load generator (`bench`)."""

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 import httpx
 
 from ernie_ops.client import sse
+from ernie_ops.client.headers import UPSTREAM_HEADER
 from ernie_ops.client.retry import BeforeFirstByte, send_streamed
-from ernie_ops.traffic.gateway import UPSTREAM_HEADER
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import httpx
 
+from ernie_ops.client.headers import UPSTREAM_HEADER
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.host import ports, state, systemd
-from ernie_ops.observe import metrics
 from ernie_ops.serving import probe
+from ernie_ops.stats import metrics
 from ernie_ops.traffic import gateway
 from ernie_ops.traffic.canary import rollout_file
-from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
+from ernie_ops.traffic.gateway import Gateway
 
 
 @dataclass

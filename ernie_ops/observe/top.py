@@ -21,8 +21,8 @@ import httpx
 
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.observe import metrics
 from ernie_ops.serving import probe
+from ernie_ops.stats import metrics
 from ernie_ops.traffic import accesslog, gateway
 from ernie_ops.traffic.accesslog import Outcomes
 from ernie_ops.traffic.canary import window

@@ -14,7 +14,10 @@ The plan of the package, one job per module:
   is not the record's, an invented number): pure logic, `mismatch(text, facts)`.
 - `service`: what the chat app calls: the HR connector from config (ernie_ops.hr: SCIM 2.0 or the HR
   export file; HR failures are HRError with one friendly sentence), `Onboarding.open`/`confirm` for a
-  login, and `card`, the props of the chat's OnboardingItem element (chat/onboarding_ui.py).
+  login, and `card`, the props of the chat's OnboardingItem element (chat_app/onboarding_ui.py).
+- `export_check`: `ernie-ops hr check FILE`, an HR export read with `hr.export_file`'s parsing and every record
+  checked, those past the onboarding window listed (Ansible's `validate:` before a new export replaces the
+  installed one).
 
 The flow `Onboarding.open` follows: facts = HR lookup (outside the window: OnboardingOver);
 plan = build_plan(facts, templates); pending = to_push(plan, ids already in the log); if the welcome is

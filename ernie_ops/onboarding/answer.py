@@ -6,25 +6,16 @@ link, date or number; say who to ask when the plan does not answer), the facts, 
 the scenario's persona for these turns: that persona is the welcome writer's ("mention no systems, links
 or tasks"), which would forbid the very answer wanted here.
 
-`answer` is the routing the chat app calls for a typed message of the onboarding profile: the prompt
-from the service (the login's facts, the push log as it is now; outside the window the polite sentence
-instead, an HR failure its friendly sentence), then the session's Conversation with that system prompt
-(history budget, streaming, clean-up as for any reply).
+The routing of a typed message through the chat's Conversation is the chat side's: `chat/onboarding_answer.py`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
-from ernie_ops.chat.conversation import Conversation, Outcome, Sink
-from ernie_ops.errors import ErnieOpsError
-from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.plan import Facts, Plan, zh_date
 from ernie_ops.onboarding.pushlog import Item
-from ernie_ops.onboarding.window import OnboardingOver, Window
-
-log = logging.getLogger(__name__)
+from ernie_ops.onboarding.window import Window
 
 UNAVAILABLE = "入职助手暂时无法使用，请稍后再试或联系管理员。 / The onboarding helper is not available now; try later or ask the admin."
 
@@ -78,26 +69,3 @@ def question_prompt(facts: Facts, plan: Plan, stored: Sequence[Item], win: Windo
         + ("\n".join(guides) or "（无 none）"),
     ]
     return "\n\n".join(parts)
-
-
-async def answer(helper, login: str, text: str, conversation: Conversation, sink: Sink) -> Outcome:
-    """A typed message of the onboarding profile: answered with the login's facts and plan (see the module
-    docstring). `helper` is the service's Onboarding, or None when it could not be built."""
-    if helper is None:
-        await sink.fail(UNAVAILABLE)
-        return Outcome("failed")
-    try:
-        system = await helper.question_prompt(login)
-    except OnboardingOver as exc:
-        log.info("onboarding %s: question after the window: %s", login, exc)
-        await sink.say(exc.message)
-        return Outcome("unanswered")
-    except HRError as exc:
-        log.warning("onboarding %s: question: %s", login, exc.detail)
-        await sink.fail(exc.message)
-        return Outcome("failed", error=exc)
-    except ErnieOpsError as exc:
-        log.error("onboarding %s: question: %s", login, exc)
-        await sink.fail(UNAVAILABLE)
-        return Outcome("failed", error=exc)
-    return await conversation.on_user_message(text, sink, system=system)

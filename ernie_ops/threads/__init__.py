@@ -1,7 +1,7 @@
 """Conversations kept per user: threads, their steps (messages), elements (uploads, sources, with their
 bytes), and feedback, in SQLite (one chat host) or PostgreSQL (several chat hosts sharing one database).
 
-Chainlit-free: the Chainlit data layer (ernie_ops/chat/data_layer.py) maps its dicts onto `ThreadStore`;
+Chainlit-free: the Chainlit data layer (ernie_ops/chat_app/data_layer.py) maps its dicts onto `ThreadStore`;
 the CLI (`ernie-ops chat feedback`, `ernie-ops chat-user remove`) and retention use the store directly.
 
 - schema.py: the tables (SQLAlchemy Core) and the ordered migrations that build them;

@@ -44,7 +44,7 @@ from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed, UsageError
 from ernie_ops.evaluate import gate as quality
 from ernie_ops.host import state, systemd
-from ernie_ops.observe import marks
+from ernie_ops.traffic import marks
 from ernie_ops.traffic.canary import rollout, rollout_file
 from ernie_ops.traffic.hostops import HostOps, RealHost
 from ernie_ops.traffic.runbook import CutoverResult, Outcome, Step

@@ -22,8 +22,6 @@ from ernie_ops.host import systemd
 from ernie_ops.host.systemd import SystemdError
 
 SERVER_LINE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b([^;#]*);", re.M)
-UPSTREAM_HEADER = "x-ernie-upstream"  # set by nginx/ernie-ops.conf on every response: which instance answered
-SESSION_HEADER = "x-session-id"  # a request's session key ($http_x_session_id in nginx/ernie-ops.conf): one replica per key
 HEADER = "# Written by `ernie-ops` (cutover / rollback) only; do not edit by hand.\n"
 PID_DIRECTIVE = re.compile(r"(?:^|[;{}])\s*pid\s+(\"[^\"]+\"|'[^']+'|[^\s;]+)\s*;", re.M)
 DEFAULT_PID_FILE = "/run/nginx.pid"

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
+from ernie_ops.client.headers import UPSTREAM_HEADER
 from ernie_ops.config import GPU_BUDGET, Config
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.host import ports, systemd
-from ernie_ops.observe import metrics
 from ernie_ops.serving import engine, probe
-from ernie_ops.traffic.gateway import UPSTREAM_HEADER, Gateway
+from ernie_ops.stats import metrics
+from ernie_ops.traffic.gateway import Gateway
 
 if TYPE_CHECKING:  # annotations only: RealHost imports the eval pipelines when a gate runs
     from ernie_ops.evaluate.run import Report

@@ -39,7 +39,7 @@ async def resume200(url: str) -> dict:
     from chainlit.types import Feedback, Pagination, ThreadFilter
     from chainlit.user import User
 
-    from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.chat_app.data_layer import HistoryLayer
     from ernie_ops.threads.store import ThreadStore
 
     async def opener():
@@ -103,7 +103,7 @@ async def _intrude(layer, thread_id: str) -> list[int]:
 
 
 async def _author(url: str, thread_id: str) -> str:
-    from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.chat_app.data_layer import HistoryLayer
     from ernie_ops.threads.store import ThreadStore
 
     async def opener():
@@ -124,7 +124,7 @@ async def down(url: str) -> dict:
     from chainlit.user import User
     from fastapi import HTTPException
 
-    from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.chat_app.data_layer import HistoryLayer
     from ernie_ops.threads.store import ThreadStore
 
     async def opener():
@@ -177,7 +177,7 @@ async def _ten_messages(opener) -> dict:
     from chainlit.context import init_ws_context
     from chainlit.session import WebsocketSession
 
-    from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.chat_app.data_layer import HistoryLayer
 
     layer = HistoryLayer(opener)
     toasts = []

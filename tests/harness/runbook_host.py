@@ -13,8 +13,8 @@ from pathlib import Path
 from ernie_ops import config
 from ernie_ops.errors import ErnieOpsError, ProbeFailed
 from ernie_ops.evaluate import run
-from ernie_ops.observe import metrics
 from ernie_ops.serving import probe
+from ernie_ops.stats import metrics
 from ernie_ops.traffic import gateway
 
 OLD, NEW = 8000, 8001

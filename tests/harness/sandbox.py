@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ernie_ops.observe import metrics
+from ernie_ops.stats import metrics
 from tests.harness import budget
 
 HERE = Path(__file__).resolve().parent / "sandbox"

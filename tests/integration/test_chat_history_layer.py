@@ -1,4 +1,4 @@
-"""Chainlit's data layer (chat/data_layer.py) in the chat venv, with Chainlit's own context and session objects,
+"""Chainlit's data layer (chat_app/data_layer.py) in the chat venv, with Chainlit's own context and session objects,
 over a real SQLite history and a real unreachable PostgreSQL address (nothing listens: the driver's own refusal).
 The app's routes over the same layer (ownership): tests/integration/test_chat_app.py."""
 

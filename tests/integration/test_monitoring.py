@@ -22,7 +22,8 @@ import yaml
 from prometheus_client import write_to_textfile
 
 from ernie_ops import config
-from ernie_ops.observe import marks, monitoring, top
+from ernie_ops.observe import monitoring, top
+from ernie_ops.traffic import marks
 from grafana import dashboard
 from tests.conftest import free_port, write_config
 from tests.harness import nginx, prom, tiers

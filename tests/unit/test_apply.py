@@ -14,7 +14,8 @@ import pytest
 
 from ernie_ops import config
 from ernie_ops.errors import UsageError
-from ernie_ops.host import apply, systemd
+from ernie_ops.host import systemd
+from ernie_ops.operate import apply
 from ernie_ops.traffic import cutover, gateway
 from ernie_ops.traffic.gateway import GatewayError
 from tests.harness import runbook_host

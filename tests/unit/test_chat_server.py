@@ -14,7 +14,8 @@ import tomllib
 import pytest
 
 from ernie_ops import cli, config
-from ernie_ops.chat import server, users
+from ernie_ops.chat import users
+from ernie_ops.chat_app import server
 from ernie_ops.errors import ConfigError, ErnieOpsError, UsageError
 
 SECRET = "s" * 48

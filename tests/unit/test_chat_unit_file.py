@@ -39,7 +39,7 @@ SOCKET = UNIT.with_suffix(".socket")
 
 
 def test_systemd_holds_the_port_so_a_restart_of_the_app_never_closes_it():
-    """The service takes its port from ernie-chainlit.socket (the app serves on the passed fd, ernie_ops/chat/server.py):
+    """The service takes its port from ernie-chainlit.socket (the app serves on the passed fd, ernie_ops/chat_app/server.py):
     `systemctl restart ernie-chainlit.service` leaves the socket listening, and nginx's requests wait in its backlog."""
     from ernie_ops import config
 

@@ -6,7 +6,6 @@ channel's rule on its first try on demand, which a real model does only by chanc
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -206,8 +205,7 @@ def test_the_cli_options_replace_the_config_defaults():
     row = Product(2, "杯", "轻", "学生")
 
     def request(posts=None, max_chars=None, channel=None) -> CopyRequest:
-        args = argparse.Namespace(posts=posts, max_chars=max_chars, channel=channel)
-        return CopyRequest.from_product(row, batch_settings(marketing, args))
+        return CopyRequest.from_product(row, batch_settings(marketing, posts=posts, max_chars=max_chars, channel=channel))
 
     assert (request().channel, request().max_chars) == ("moments", 120)
     assert (request(channel="weibo").channel, request(channel="weibo").max_chars) == ("weibo", 2000)  # channel_max_chars

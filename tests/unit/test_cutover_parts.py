@@ -13,7 +13,8 @@ import pytest
 from ernie_ops import config
 from ernie_ops.errors import UsageError
 from ernie_ops.host import state
-from ernie_ops.observe import bench, metrics
+from ernie_ops.observe import bench
+from ernie_ops.stats import metrics
 from ernie_ops.traffic import cutover, gateway, hostops
 
 METRICS = """\

@@ -51,7 +51,7 @@ def test_collection_readers_and_unknown_keys():
 
 def test_the_docs_section_is_the_chat_apps_alone():
     """A docs change restarts the chat app only, never cuts the engine over (apply's per-service digests)."""
-    from ernie_ops.host import apply
+    from ernie_ops.operate import apply
 
     a, b = config.parse(""), config.parse("chat:\n  docs:\n    top_k: 6\n")
     assert apply.config_digest(a, "engine") == apply.config_digest(b, "engine")

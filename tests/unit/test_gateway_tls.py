@@ -11,7 +11,7 @@ import pytest
 from ernie_ops import config
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.errors import UsageError
-from ernie_ops.host import apply
+from ernie_ops.operate import apply
 
 
 def make_ca(tmp_path):

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 
 from ernie_ops import config
 from ernie_ops.host import state
-from ernie_ops.observe import marks
+from ernie_ops.traffic import marks
 
 
 def cfg(tmp_path: Path, textfile: str | None) -> config.Config:

@@ -15,9 +15,10 @@ import pytest
 from ernie_ops import config
 from ernie_ops.chat import history
 from ernie_ops.chat.conversation import Conversation
+from ernie_ops.chat.onboarding_answer import answer
 from ernie_ops.client.gateway import GatewayClient, Timeouts
 from ernie_ops.hr.model import HRError
-from ernie_ops.onboarding.answer import QUESTION_RULES, UNAVAILABLE, answer, question_prompt
+from ernie_ops.onboarding.answer import QUESTION_RULES, UNAVAILABLE, question_prompt
 from ernie_ops.onboarding.plan import Facts, build_plan, load_templates, zh_date
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder

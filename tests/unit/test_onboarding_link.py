@@ -1,4 +1,4 @@
-"""The onboarding card's link (chat/elements/OnboardingItem.jsx) is a link only to http(s) or the site's own paths.
+"""The onboarding card's link (chat_app/elements/OnboardingItem.jsx) is a link only to http(s) or the site's own paths.
 
 A card's props come back from the history database on a resumed thread; an attacker who rewrote one there (issue 34)
 would put a javascript: url in it. The element's own `safeUrl` line runs here in node (Playwright's, which the test
@@ -18,7 +18,7 @@ import pytest
 from ernie_ops.onboarding.pushlog import Item
 from ernie_ops.onboarding.service import card
 
-JSX = Path(__file__).resolve().parents[2] / "ernie_ops" / "chat" / "elements" / "OnboardingItem.jsx"
+JSX = Path(__file__).resolve().parents[2] / "ernie_ops" / "chat_app" / "elements" / "OnboardingItem.jsx"
 NODE = Path(playwright.__file__).parent / "driver" / "node"
 
 ATTACKS = [

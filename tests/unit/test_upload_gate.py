@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ernie_ops.chat import upload_gate, upload_limits
 from ernie_ops.chat.config import ChatConfig
-from ernie_ops.chat.server import memory_warning
+from ernie_ops.chat_app.server import memory_warning
 from ernie_ops.config import Config
 from ernie_ops.host import cgroup
 from tests.harness.unit_files import SYSTEMD, directives

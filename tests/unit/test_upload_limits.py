@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from ernie_ops import cli, config
-from ernie_ops.chat import server, upload_limits
+from ernie_ops.chat import upload_limits
 from ernie_ops.chat.config import ChatConfig
+from ernie_ops.chat_app import server
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = re.compile(r"client_max_body_size (\d+)m;")

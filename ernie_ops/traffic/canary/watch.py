@@ -20,8 +20,8 @@ from typing import Protocol
 import httpx
 
 from ernie_ops.config import Config
-from ernie_ops.observe import metrics
 from ernie_ops.serving import probe
+from ernie_ops.stats import metrics
 from ernie_ops.traffic import accesslog
 from ernie_ops.traffic.accesslog import Outcomes
 from ernie_ops.traffic.canary import window

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ernie_ops.observe.metrics import histogram_quantile
+from ernie_ops.stats.metrics import histogram_quantile
 
 TTFT = "vllm:time_to_first_token_seconds"
 # vLLM renamed time_per_output_token to inter_token_latency (0.10); the old name is read when the new is absent

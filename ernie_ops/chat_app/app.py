@@ -28,15 +28,16 @@ from fastapi import UploadFile  # at module level too (the upload route's annota
 from fastapi.responses import JSONResponse
 
 from ernie_ops import config
-from ernie_ops.chat import history, marketing_ui, thread_dicts, upload_gate, upload_limits, users
+from ernie_ops.chat import history, thread_dicts, upload_gate, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.drain import INTERRUPTED, REPLIES, RESTARTING
 from ernie_ops.chat.login_guard import LoginGuard
-from ernie_ops.chat.marketing_ui import USE_THE_FORM, CopyTool
-from ernie_ops.chat.onboarding_ui import build_onboarding
-from ernie_ops.chat.revocation import RevokedSessions
 from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
+from ernie_ops.chat_app import marketing_ui
+from ernie_ops.chat_app.marketing_ui import USE_THE_FORM, CopyTool
+from ernie_ops.chat_app.onboarding_ui import build_onboarding
+from ernie_ops.chat_app.revocation import RevokedSessions
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.docs.embed import EmbeddingClient
 from ernie_ops.errors import ConfigError, ErnieOpsError
@@ -140,7 +141,7 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
 
 
 if HISTORY.enabled:
-    from ernie_ops.chat.data_layer import HistoryLayer
+    from ernie_ops.chat_app.data_layer import HistoryLayer
     from ernie_ops.threads.breaker import Breaker
     from ernie_ops.threads.store import ThreadStore
 

@@ -35,10 +35,9 @@ from ernie_ops import config as config_mod
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.files import atomic
-from ernie_ops.host import pool_route, state, systemd
-from ernie_ops.observe import marks
+from ernie_ops.host import state, systemd
 from ernie_ops.traffic import cutover as cutover_mod
-from ernie_ops.traffic import hostops, pool_plan, pool_upgrade
+from ernie_ops.traffic import hostops, marks, pool_plan, pool_route, pool_upgrade
 from ernie_ops.traffic.canary import rollout
 from ernie_ops.traffic.gateway import Gateway, GatewayError, marked_down, marks_of, render_pool, render_upstream
 

@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from ernie_ops import config
-from ernie_ops.errors import ConfigError, UsageError
+from ernie_ops.errors import UsageError
 from ernie_ops.hr.export_file import numbered_rows
 from ernie_ops.hr.model import HRError, checked
-from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.window import window
 
 FORMATS = ("csv", "yaml")
@@ -99,16 +97,3 @@ def check(
     if not rows:
         report.problems.append(f"{shown}: no employee records; an empty export would make every onboarding lookup fail")
     return report
-
-
-def active_days(explicit: int | None, config_path: str | None) -> int:
-    """--active-days, else the config's chat.onboarding.active_days, else the built-in default: the check runs
-    where the export is installed, usually beside the config, but a copy checked elsewhere needs no config."""
-    if explicit is not None:
-        if explicit < 0:
-            raise UsageError(f"--active-days {explicit}: must be 0 or more (days after the start date)")
-        return explicit
-    try:
-        return config.load(config_path).chat.onboarding.active_days
-    except ConfigError:
-        return OnboardingConfig().active_days

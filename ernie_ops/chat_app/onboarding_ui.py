@@ -4,7 +4,7 @@ Loaded by app.py only. The work is in `onboarding.service`: who the logged-in us
 system, their plan, the push log. Here: when the chat starts, the employee's items as OnboardingItem
 cards (elements/OnboardingItem.jsx); the 确认 button calls the `onboarding_confirm` action, which
 confirms for the LOGGED-IN user (the browser sends only an item id) and updates that card. A typed
-question is answered with the employee's facts and plan in the prompt (`ask`, onboarding/answer.py).
+question is answered with the employee's facts and plan in the prompt (`ask`, chat/onboarding_answer.py).
 
 A reload, a reconnect or a second login starts a new chat: `open` reads the push log, pushes nothing
 new, and the cards show what is stored, confirmed ones as 已确认. An HR problem is one friendly sentence
@@ -18,11 +18,12 @@ import os
 
 import chainlit as cl
 
-from ernie_ops.chat.marketing_ui import send_in_order
+from ernie_ops.chat.onboarding_answer import answer
+from ernie_ops.chat_app.marketing_ui import send_in_order
 from ernie_ops.client.gateway import GatewayClient
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.hr.model import HRError
-from ernie_ops.onboarding.answer import UNAVAILABLE, answer
+from ernie_ops.onboarding.answer import UNAVAILABLE
 from ernie_ops.onboarding.config import OnboardingConfig
 from ernie_ops.onboarding.plan import zh_date
 from ernie_ops.onboarding.pushlog import PushLog

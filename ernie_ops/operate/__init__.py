@@ -1,0 +1,1 @@
+"""The orchestrator above traffic/: `ernie-ops apply` and `route` (config -> units, engine, pool, gateway)."""
