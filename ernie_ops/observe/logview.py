@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from queue import Empty, Queue
 
+from ernie_ops import durations
 from ernie_ops.config import Config
 from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.traffic import accesslog
-from ernie_ops.traffic.canary import rollout
 
 CHAT_UNIT = "ernie-chainlit.service"
 DECISIONS_IDENT = "ernie-ops"  # rollout.journal's syslog identifier
@@ -84,10 +84,8 @@ def select(cfg: Config, names: list[str]) -> Selection:
 
 def parse_since(text: str, now: float) -> float:
     """`--since`: a duration ago (600, 90s, 10m, 1.5h) or a local date-time (2026-12-02 14:00[:00], ISO 8601)."""
-    try:
-        return now - rollout.parse_duration(text)
-    except UsageError:
-        pass
+    if (ago := durations.seconds(text, ("ms", "s", "m", "h"))) is not None:
+        return now - ago
     try:
         stamp = datetime.fromisoformat(text.strip())
     except ValueError:

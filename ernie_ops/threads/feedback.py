@@ -2,21 +2,18 @@
 store's FeedbackRow list to rows with what it takes to find a bad answer: when, who, 👍/👎, the comment, the
 question, the answer and the sources shown with it (Docs Q&A: the passages' names and titles).
 
-Durations: `7d`, `24h`, `30m`, `2w`. The canary's `parse_duration` (traffic/canary/rollout.py) knows no days
-and brings the canary's imports with it, so this small one stays here.
+Durations: `7d`, `24h`, `30m`, `2w` (ernie_ops/durations.py, the one parser).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ernie_ops import durations
 from ernie_ops.errors import UsageError
 from ernie_ops.threads.store import FeedbackRow
 
-SINCE = re.compile(r"^\s*(\d+)\s*(w|d|h|m)\s*$")
-UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}
 UP, DOWN = "👍", "👎"
 
 
@@ -36,11 +33,11 @@ class ReportRow:
 
 def parse_since(text: str) -> timedelta:
     """'7d' -> 7 days; also w (weeks), h (hours), m (minutes)."""
-    m = SINCE.match(text)
-    if not m or int(m.group(1)) == 0:
+    value = durations.seconds(text, ("w", "d", "h", "m"), bare=False, whole=True)
+    if not value:
         raise UsageError(f"--since '{text}' is not a duration; write a number with w, d, h or m (e.g. 7d, 24h, 30m)")
     try:
-        return timedelta(**{UNITS[m.group(2)]: int(m.group(1))})
+        return timedelta(seconds=value)
     except OverflowError:
         raise UsageError(f"--since '{text}' reaches further back than any date") from None
 

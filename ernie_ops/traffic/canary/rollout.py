@@ -27,7 +27,6 @@ and retires the source.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import syslog
 import time
@@ -35,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ernie_ops import durations
 from ernie_ops.config import CutoverConfig, steps_problem
 from ernie_ops.errors import UsageError
 from ernie_ops.traffic.canary import rollout_file, slo
@@ -42,16 +42,13 @@ from ernie_ops.traffic.canary.rollout_file import Rollout
 from ernie_ops.traffic.canary.watch import Meter, RealMeter, Windows
 from ernie_ops.traffic.runbook import CutoverResult, Outcome, Runbook, Step
 
-DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
 
 def parse_duration(text: str) -> float:
     """'600', '90s', '10m', '1.5h' -> seconds."""
-    m = DURATION.match(text)
-    if not m:
+    value = durations.seconds(text, ("ms", "s", "m", "h"))
+    if value is None:
         raise UsageError(f"'{text}' is not a duration; write seconds or a number with s, m or h (e.g. 10m)")
-    return float(m.group(1)) * UNIT_SECONDS[m.group(2)]
+    return value
 
 
 def parse_steps(text: str) -> list[int]:
