@@ -58,9 +58,5 @@ class ConfigError(UsageError):
         super().__init__(f"{len(problems)} problem(s) in the config:\n{lines}")
 
 
-class EngineError(ErnieOpsError):
-    """The vLLM engine could not be started, died, or does not serve."""
-
-
 class ProbeFailed(ErnieOpsError):
     """A health tier (alive, model, completion) did not pass."""

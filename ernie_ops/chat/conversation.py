@@ -202,7 +202,7 @@ class Conversation:
             body = re.sub(r"【(\d+)】", lambda m: f"【{number.get(int(m.group(1)), int(m.group(1)))}】", cited.text)
             sources = [passage_source(number[n], hits[n - 1]) for n in shown]
             heading = "来源 / Sources" if cited.used else "检索到的段落 / Retrieved passages"
-            lines = "\n".join(f"- {s.name} {cite.md_text(s.title)}" for s in sources)  # a file's name is text, never a link
+            lines = "\n".join(cite.source_line(number[n], hits[n - 1]) for n in shown)  # a file's name is text, never a link
             note = cite.unsupported_section(cited.unsupported, text)
             return f"{body}\n\n**{heading}**\n{lines}" + (f"\n\n{note}" if note else ""), sources
         if self.scenario.source_field and (doc := self.flow.values.get(self.scenario.source_field)):

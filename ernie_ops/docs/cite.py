@@ -85,15 +85,10 @@ def md_text(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
-def sources_list(hits: list[Hit], used: list[int]) -> list[str]:
-    """One Markdown line per passage used, in `used` order: '【1】 handbook.pdf, p. 3' (file and place escaped, so a
-    file named like a link stays text). Join them with '  \\n' (a Markdown line break) or as list items."""
-    lines = []
-    for n in used:
-        if not 1 <= n <= len(hits):
-            raise ValueError(f"source number {n} is not one of the {len(hits)} passages")
-        lines.append(f"【{n}】 " + md_text(_label(hits[n - 1])))
-    return lines
+def source_line(n: int, hit: Hit) -> str:
+    """The reply's Sources line of passage `n`: '- 【1】 handbook.pdf, p. 3' (file and place on one line, escaped, so
+    a file named like a link stays text)."""
+    return f"- 【{n}】 " + md_text(_label(hit))
 
 
 def _code_ranges(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

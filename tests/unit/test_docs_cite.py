@@ -16,7 +16,7 @@ from ernie_ops.docs.cite import (
     Cited,
     place_markers,
     prompt_block,
-    sources_list,
+    source_line,
     unsupported_section,
 )
 from ernie_ops.docs.model import Hit
@@ -102,19 +102,15 @@ def test_prompt_block_keeps_a_file_name_on_one_line():
     assert prompt_block([hit(1, "a\nb\x00.md", "t")]) == "【1】(a b .md)\nt"
 
 
-def test_sources_list_follows_used_order():
-    assert sources_list(HITS, [2, 1]) == ["【2】 ops.md, 部署 > 升级", "【1】 handbook.pdf, p. 3"]
-    assert sources_list(HITS, []) == []
+def test_a_source_line_names_file_and_place():
+    assert [source_line(n, h) for n, h in ((7, HITS[1]), (8, HITS[0]))] == ["- 【7】 ops.md, 部署 > 升级", "- 【8】 handbook.pdf, p. 3"]
 
 
-def test_sources_list_escapes_markdown_in_file_names():
-    [line] = sources_list([hit(1, "[click](javascript:x)*_<b>|~~.md", "t", heading=("a_b",))], [1])
-    assert line == r"【1】 \[click\](javascript:x)\*\_\<b>\|\~\~.md, a\_b"
-
-
-def test_sources_list_refuses_a_number_that_is_no_passage():
-    with pytest.raises(ValueError, match="source number 4 is not one of the 3 passages"):
-        sources_list(HITS, [1, 4])
+def test_a_source_line_escapes_markdown_in_file_names():
+    """The chat's Sources list (chat/conversation.py writes these lines): an uploaded `[点我](javascript:...).md` is
+    its name as text, not a link."""
+    line = source_line(1, hit(1, "[click](javascript:x)*_<b>|~~.md", "t", heading=("a_b",)))
+    assert line == r"- 【1】 \[click\](javascript:x)\*\_\<b>\|\~\~.md, a\_b"
 
 
 # --- the overlap test that decides a marker --------------------------------------------------------------------
