@@ -604,40 +604,21 @@ def test_upgrade_yml_rolls_a_new_model_version_and_a_vllm_setting_without_losing
     assert all(h["failed"] == 0 for h in up.recap().values())
 
 
-def test_an_edge_change_is_applied_by_a_draining_reload_that_loses_no_request(fleet, first_run):
-    """Re-provisioning the edge on a serving fleet: a changed variable rewrites its files, the role's handler runs
-    `systemctl reload ernie-edge` (ExecReload: drain, reload, wait for the old workers), and openai clients with
-    max_retries=0 on kept-alive HTTPS connections through it lose nothing; the master stays (a reload, no restart)."""
-    assert first_run.rc == 0, "needs the first run"
-    edge = fleet.hosts["ans-edge"]
-    master = edge.show("ernie-edge.service", "MainPID")
-    fleet.host_vars["ans-edge"]["ernie_edge_hsts_max_age"] = 600  # every later run keeps it
-    load = _edge_loop(fleet)
-    time.sleep(3)
-    try:
-        run = fleet.playbook("site.yml", "--tags", "edge", "--limit", "ans-edge")
-    finally:
-        time.sleep(2)
-        report = _loop_report(load)
-    print(f"\nsite.yml --tags edge with HSTS on, under load: {run.seconds:.0f} s; recap {run.recap()}; through the edge "
-          f"{report['ok']} ok, {report['failed']} failed, {report['cut']} cut")  # fmt: skip
-    assert run.rc == 0, run.output[-6000:]
-    assert "RUNNING HANDLER [ernie_edge : Reload the edge]" in run.output
-    assert report["failed"] == report["cut"] == 0 and report["ok"] > 0, report["errors"][:5]
-    assert edge.show("ernie-edge.service", "MainPID") == master
-    headers = fleet.hosts["ans-a"].run(["curl", "-s", "-D", "-", "-o", "/dev/null", "--cacert", EDGE_CA, f"{_edge(fleet)}/healthz"]).stdout
-    assert "strict-transport-security: max-age=600" in headers.lower(), headers
-    assert edge.run("ls /run/ernie-ops/edge-draining", check=False).returncode != 0, "the drain flag was left up"
-
-
 def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnects(fleet, first_run, kb, hr):
     """A person is logged in (Chromium in ans-a's network namespace, through the HTTPS edge) when the operator changes chat.app_name, adds a
     document collection and the HR system's token and export: the app restarts once (it reads its
     config and chat.env once), the engine does not move, and the open page reconnects by itself and answers the next
     message without a new login. The token lands in chat.env (0600 root) and the restarted app's environment, never
-    in the output; the export at chat.onboarding.hr.file for the app's user."""
+    in the output; the export at chat.onboarding.hr.file for the app's user.
+    The same run re-provisions the serving edge (the chat upload limit it renders moves, and HSTS is turned on): its
+    files change, the role's handler runs `systemctl reload ernie-edge` (ExecReload: drain, reload, wait for the old
+    workers), and openai clients with max_retries=0 on kept-alive HTTPS connections through it lose nothing the whole
+    run; the master stays (a reload, no restart). (The edge tag alone: e2e/test_ansible_preflight.py.)"""
     assert first_run.rc == 0, "needs the first run"
     before = {name: (sb.show("ernie-chainlit.service", "MainPID"), _start_stamp(sb, ROUTED_UNIT)) for name, sb in fleet.inference.items()}
+    edge = fleet.hosts["ans-edge"]
+    master = edge.show("ernie-edge.service", "MainPID")
+    fleet.host_vars["ans-edge"]["ernie_edge_hsts_max_age"] = 600  # every later run keeps it
     shots = ARTIFACTS / "ansible-chat"
     shots.mkdir(parents=True, exist_ok=True)
     with browser.chromium(netns_pid=fleet.hosts["ans-a"].pid) as b, kept_on_failure(_chat_hosts(fleet), shots / "failed") as kept:
@@ -653,10 +634,18 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         assert login and all(c["secure"] and c["httpOnly"] for c in login), login
         first = chat.reply(chat.send("Hello"))
         sockets = chat.sockets
-        run = fleet.playbook("site.yml", **settled(kb, hr))
-        print(f"\nsite.yml with chat.app_name, a document collection, the HR token and export: {run.seconds:.0f} s; recap {run.recap()}")
+        load = _edge_loop(fleet)
+        try:
+            run = fleet.playbook("site.yml", **settled(kb, hr))
+        finally:
+            report = _loop_report(load)
+        print(f"\nsite.yml with chat.app_name, a document collection, the HR token and export, HSTS at the edge: "
+              f"{run.seconds:.0f} s; recap {run.recap()}; through the edge meanwhile {report['ok']} ok, "
+              f"{report['failed']} failed, {report['cut']} cut")  # fmt: skip
         print("\n".join(_applied(run)))
         assert run.rc == 0, run.output[-8000:]
+        assert "RUNNING HANDLER [ernie_edge : Reload the edge]" in run.output
+        assert report["failed"] == report["cut"] == 0 and report["ok"] > 0, report["errors"][:5]
         assert HR_TOKEN not in run.output, "the token was printed"
         deadline = time.monotonic() + 90
         while chat.sockets == sockets and time.monotonic() < deadline:
@@ -670,8 +659,12 @@ def test_chat_settings_restart_only_the_chat_app_and_a_browser_session_reconnect
         uploads = _docs_uploads_through_the_edge(chat, shots)
     print(f"  browser: reply before the restart {len(first.text)} chars, after {len(second.text)}; sockets {sockets} -> {chat.sockets}")
     # the chat upload limit followed chat.docs.max_file_mb (30 MB: Chainlit 120, nginx 121) at both gateways and the edge
-    edge_limit = fleet.hosts["ans-edge"].run("cat /etc/ernie-ops/edge/ernie-edge/chat-upload.conf").stdout
+    edge_limit = edge.run("cat /etc/ernie-ops/edge/ernie-edge/chat-upload.conf").stdout
     assert edge_limit.endswith("client_max_body_size 121m;\n"), edge_limit
+    assert edge.show("ernie-edge.service", "MainPID") == master, "the edge was restarted, not reloaded"
+    headers = fleet.hosts["ans-a"].run(["curl", "-s", "-D", "-", "-o", "/dev/null", "--cacert", EDGE_CA, f"{_edge(fleet)}/healthz"]).stdout
+    assert "strict-transport-security: max-age=600" in headers.lower(), headers
+    assert edge.run("ls /run/ernie-ops/edge-draining", check=False).returncode != 0, "the drain flag was left up"
     print(f"  browser, Docs through the edge: {uploads}")
     assert "五兆手册.pdf (1 页 pages" in uploads["indexed"], uploads
     assert "超限手册.txt: is 31 MB, over the 30 MB limit" in uploads["refused"], uploads
