@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from rich.markup import escape
 
@@ -37,14 +38,24 @@ def register(sub: Subcommands) -> None:
             help="collection(s) to show or search (default: all)" if many else "the shared collection (default: 'default')",
         )  # fmt: skip
         sp.add_argument("--json", action="store_true", help="machine-readable output")
-        sp.set_defaults(func=run)
+        sp.set_defaults(func=functools.partial(run, name))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(name: str, args: argparse.Namespace) -> int:
+    """Unpack the subcommand's arguments, call its typed function in docs/commands, print what it returned."""
     from ernie_ops.docs import commands  # lazy: +31 ms start-up (-X importtime); only docs needs it
 
-    cfg = config.load(args.config)
-    result = commands.run(cfg.chat.docs, args)
+    cfg = config.load(args.config).chat.docs
+    c = args.collection
+    calls = {
+        "add": lambda: commands.add(cfg, args.paths, c),
+        "sync": lambda: commands.sync(cfg, args.directory, c, args.check),
+        "list": lambda: commands.list_documents(cfg, c, args.uploads),
+        "remove": lambda: commands.remove(cfg, c, args.names, args.all),
+        "search": lambda: commands.search(cfg, args.question, c, args.k),
+        "embed": lambda: commands.embed(cfg, c, args.uploads),
+    }
+    result = calls[name]()
     if args.json:
         print_json(result.data, indent=2, ensure_ascii=False)
     else:

@@ -6,7 +6,6 @@ not be indexed; the others are indexed all the same). Writers run as the index's
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import tempfile
@@ -84,29 +83,59 @@ def _check_collections(names: list[str] | str | None) -> None:
             raise UsageError(f"collection name {name!r}: use 1-64 letters, digits, '-' or '_', starting with a letter or digit")
 
 
-def run(cfg: DocsConfig, args: argparse.Namespace) -> Result:
-    cmd = args.docs_command
-    _check_collections(args.collection)
-    if cmd in ("add", "sync", "remove") and args.collection == RESERVED:
+def _shared(collection: str) -> None:
+    """A collection the operator may write: a valid name, not the chat users' own uploads."""
+    _check_collections(collection)
+    if collection == RESERVED:
         raise UsageError(f"'{RESERVED}' holds the chat users' own uploads; pick another collection name")
-    if cmd == "remove" and not args.names and not args.all:
-        raise UsageError("name the documents to remove, or --all for every document of --collection")
-    if cmd == "sync" and args.check and not os.path.exists(cfg.index_file):
+
+
+def add(cfg: DocsConfig, paths: list[str], collection: str) -> Result:
+    """Index files (a directory: every .pdf .md .txt .docx under it) into a shared collection."""
+    _shared(collection)
+    with open_index(cfg) as index:
+        return _report(ingest.add_paths(index, paths, cfg, collection, _embedder(cfg)))
+
+
+def sync(cfg: DocsConfig, directory: str, collection: str, check: bool) -> Result:
+    """Make `collection` hold exactly the documents under `directory`; `check`: say what would change, change nothing."""
+    _shared(collection)
+    if check and not os.path.exists(cfg.index_file):
         # --check on a host without an index yet: compare against an empty one, create nothing there
         with tempfile.TemporaryDirectory() as tmp, Index(os.path.join(tmp, "index.sqlite"), tokenizer=cfg.tokenizer) as empty:
-            return _report(ingest.sync_dir(empty, args.directory, cfg, args.collection, check=True))
+            return _report(ingest.sync_dir(empty, directory, cfg, collection, check=True))
     with open_index(cfg) as index:
-        if cmd == "add":
-            return _report(ingest.add_paths(index, args.paths, cfg, args.collection, _embedder(cfg)))
-        if cmd == "sync":
-            return _report(ingest.sync_dir(index, args.directory, cfg, args.collection, _embedder(cfg), check=args.check))
-        if cmd == "list":
-            return _list(index, args.collection, args.uploads)
-        if cmd == "embed":
-            return _embed(index, cfg, args.collection, args.uploads)
-        if cmd == "remove":
-            return _remove(index, args.collection, args.names, args.all)
-        return _search(index, cfg, args.question, args.collection, args.k)
+        return _report(ingest.sync_dir(index, directory, cfg, collection, _embedder(cfg), check=check))
+
+
+def list_documents(cfg: DocsConfig, collections: list[str] | None, uploads: bool) -> Result:
+    """The indexed documents of `collections` (None: all); `uploads`: the chat users' own too."""
+    _check_collections(collections)
+    with open_index(cfg) as index:
+        return _list(index, collections, uploads)
+
+
+def remove(cfg: DocsConfig, collection: str, names: list[str], every: bool) -> Result:
+    """Remove documents of a shared collection by name, or `every` one of it."""
+    _shared(collection)
+    if not names and not every:
+        raise UsageError("name the documents to remove, or --all for every document of --collection")
+    with open_index(cfg) as index:
+        return _remove(index, collection, names, every)
+
+
+def search(cfg: DocsConfig, question: str, collections: list[str] | None, k: int | None) -> Result:
+    """The ranked passages for a question (k: how many; None: chat.docs.top_k)."""
+    _check_collections(collections)
+    with open_index(cfg) as index:
+        return _search(index, cfg, question, collections, k)
+
+
+def embed(cfg: DocsConfig, collections: list[str] | None, uploads: bool) -> Result:
+    """Vectors for the passages indexed without them (embeddings turned on later); a rerun continues."""
+    _check_collections(collections)
+    with open_index(cfg) as index:
+        return _embed(index, cfg, collections, uploads)
 
 
 def _list(index: Index, collections: list[str] | None, uploads: bool) -> Result:
