@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from ernie_ops.chat import users
+from ernie_ops.chat.scenarios import BUILTIN
 from ernie_ops.errors import UsageError
 from tests.harness import provision, real_model, sandbox, tiny_model
 
@@ -59,7 +60,12 @@ class DemoModel:
 # system prompt (3 seeds): at 0.7 one answer ran 142 tokens and others drifted ("I'm Alessandro..."); at 0.2 with
 # repetition_penalty 1.05 and 320 tokens all 9 turns ended by themselves in at most 57 tokens (5.7 s on the loaded
 # 2 cores). 320 bounds the worst case to ~20 s.
-SMOLLM2_CHAT = {"temperature": 0.2, "max_tokens": 320, "extra_body": {"repetition_penalty": 1.05}}
+# Its scenarios: the built-in ones with the English half of each system prompt. The bilingual prompt sent this
+# English-first model into French: "What is the capital of France?" in General got "L'avenir, la France, est une fin
+# de l'édition ..." (still streaming after 20 s), while the gateway without a system prompt said Paris
+# (tests/integration/test_real_model.py asks the demo's General scenario through the chat pipeline).
+ENGLISH_SCENARIOS = [{**s, "system_prompt": s["system_prompt"].rsplit("\n", 1)[-1]} for s in BUILTIN]
+SMOLLM2_CHAT = {"temperature": 0.2, "max_tokens": 320, "extra_body": {"repetition_penalty": 1.05}, "scenarios": ENGLISH_SCENARIOS}
 MODELS = {
     "smollm2": DemoModel(
         title="SmolLM2-135M-Instruct (Apache-2.0, English-first; a stand-in: ERNIE weights cannot be downloaded here)",
