@@ -4,8 +4,8 @@ A session searches the shared collections its user may read (chat.docs.collectio
 narrow the choice in the chat settings, never widen it) plus the files uploaded in this very
 conversation, which belong to (user, conversation) and are never retrieved for anyone else. The
 SQLite work and the extraction child run in a worker thread, so a slow PDF never stalls the event
-loop that streams other users' replies; each call opens its own connection (sqlite3 connections are
-per thread), which costs about a millisecond.
+loop that streams other users' replies; the process keeps one connection to the index (`shared_index`: the
+store serialises on its own lock), opened at the first use.
 """
 
 from __future__ import annotations

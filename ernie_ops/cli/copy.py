@@ -1,12 +1,12 @@
 """`ernie-ops copy batch INPUT -o OUTPUT [--channel C] [--concurrency N] [--posts N] [--max-chars N] [--json]`.
 
-The posts of every product of a CSV/XLSX file (the work is copy/commands). A rich progress bar on a terminal,
+The posts of every product of a CSV/XLSX file (the work is marketing/commands). A rich progress bar on a terminal,
 one plain line per row otherwise (logs, CI); a summary table at the end, or the summary as JSON with --json
 (stdout holds only the JSON then).
 
 Exit codes: 0 every row generated (or already in OUTPUT); 1 some rows failed on the gateway, were malformed,
 or were not attempted after the gateway failed repeatedly (the summary says which, and that a re-run
-continues); 2 usage or config problems (copy/commands says which).
+continues); 2 usage or config problems (marketing/commands says which).
 """
 
 from __future__ import annotations

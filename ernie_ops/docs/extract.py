@@ -1,51 +1,8 @@
-"""Bytes of an uploaded or operator-loaded file -> its text as sections (`Extracted`), or a `DocumentError`
-with a reason code and one sentence naming the file.
-
-Formats (the type is decided by the content, and must agree with the extension):
-- PDF (`%PDF` in the first KB): pypdf, the text layer page by page, one Section per page with its 1-based
-  number; pages without text (no letter, digit or ideograph: a scan, or a blank page) are skipped and listed in
-  `Extracted.empty_pages`, which the ingest summary names ("scanned? run OCR first"). Measured on generated Chinese
-  PDFs (tests/harness/doc_fixtures.py), pypdf 7 extracts both font kinds exactly: an embedded TrueType subset
-  (ToUnicode CMap) and the non-embedded CID font STSong-Light (pypdf carries the UniGB-UCS2-H CMap), and mixed
-  Chinese/English lines. pdfminer.six does too, but it puts a blank line between lines and spaces between
-  letter-spaced CJK glyphs, and on the 50-page English fixture it read ~6 pages/s against pypdf's ~60 (Chinese pages: about
-  the same speed), so it is not used. The one case where pypdf's plain mode goes wrong is a page drawn one text object per glyph
-  (some generators do this): it gives one character per line. Such a page (most lines one character long) is
-  read again in pypdf's layout mode, which rebuilds the lines from glyph positions; the spaces layout mode puts
-  between CJK glyphs are removed by the normalisation below.
-  Encrypted PDFs: a file that opens with the empty user password (any viewer opens it without asking; only
-  editing is restricted) is read; one that needs a password is refused ("encrypted"). AES needs the
-  `cryptography` package; without it such a file is refused as encrypted too.
-  A file without the end-of-file marker in its last 2 KB is refused as truncated ("corrupt"), though pypdf
-  could sometimes rebuild part of it: indexing half a document silently would be worse.
-- DOCX (a ZIP holding word/document.xml): the ZIP directory is checked first (member count, total unzipped
-  size, and compression ratio of any member over 1 MB: "bomb"), then python-docx reads the body in order:
-  paragraphs styled "Heading n" (or "标题 n") give the heading path, tables give rows of cells joined by " | ".
-- Markdown (.md/.markdown, text content): markdown-it-py's CommonMark token stream plus tables; one Section per
-  heading path, e.g. ("部署", "升级"), its text starting with the heading itself (a heading with no text of its own
-  gives no Section; a preamble, one short line such as a title's byline, opens its first sub-section's text: see
-  _SectionBuilder); text without markup: code
-  blocks kept, list items and table rows one per line (cells joined by " | "), links as their text, images as
-  their alt text, raw HTML dropped.
-- Plain text (.txt): UTF-8 (with or without BOM), UTF-16 with a BOM; otherwise GB18030 (a superset of GBK and
-  GB2312) if the bytes decode strictly and at least 95% of the characters are printable ASCII, CJK or CJK
-  punctuation (random binary decodes as GB18030 surprisingly often, so the decode alone proves nothing);
-  `Extracted.encoding` says which was used. Anything else is binary.
-
-Normalisation of every extracted text (`normalize`): NFKC (full-width letters and digits become ASCII,
-ligatures split, compatibility ideographs and Kangxi radicals that some PDF fonts map to become the ordinary
-ideographs) EXCEPT full-width punctuation (，！？；：（） etc.) and the ellipsis …, which NFKC would turn into
-ASCII: the chunker splits sentences at 。！？； and the passage shown to a user should read as written.
-Zero-width characters and soft hyphens are dropped, control characters dropped, whitespace runs inside a
-line collapse to one space, spaces between two CJK characters (spurious in extracted PDF text; Chinese and
-Japanese do not separate words) are removed, lines are stripped and blank lines dropped.
-
-A document with fewer than `Limits.min_text_chars` letters/digits/ideographs after that is refused
-("no_text"); whitespace padding alone does not make a document empty or non-empty.
-
-Every exception a library raises (pypdf's errors, zipfile.BadZipFile, KeyError from python-docx, lxml errors,
-zlib errors, RecursionError, MemoryError, anything unexpected) becomes a DocumentError "corrupt" naming the
-exception type (`as_document_error`); nothing escapes as a traceback.
+"""Bytes of an uploaded or operator-loaded file -> its text as sections (`Extracted`), or a `DocumentError` with a
+reason code and one sentence naming the file. PDF (pypdf), DOCX (python-docx, bombs refused), Markdown
+(markdown-it-py) and plain text (UTF-8/16, GB18030 when plausible), decided by content; every text normalised the
+same way; every library exception a "corrupt" sentence. Why these libraries and rules, with measurements:
+docs/design/document-extraction.md.
 """
 
 from __future__ import annotations

@@ -1,62 +1,7 @@
-"""Files of a marketing-copy batch: the products file in, the posts file out, and what a re-run can skip.
-
-Products file (`read_products`): CSV or XLSX, decided by the content, not the extension:
-- XLSX: a ZIP holding xl/workbook.xml; the active (first) sheet is read with openpyxl, values not formulas
-  (a formula's value is the one Excel saved; a file never opened in Excel has none, so the cell reads empty).
-  An encrypted workbook (an OLE2 container with an EncryptionInfo stream, what Excel writes when a password
-  is set) and an old .xls are refused with what to do. Another ZIP (a .docx) is refused.
-- CSV: comma-separated (tab-separated when the header line has tabs and no comma, as Excel's "Unicode text"
-  does). Encodings tried in this order, the one used is reported in `Read.encoding`: UTF-8 with BOM
-  ("utf-8-sig", Excel's "CSV UTF-8"), UTF-16 with BOM ("utf-16"), UTF-8 ("utf-8"), and GB18030 ("gb18030",
-  a superset of GBK and GB2312: what Excel on Chinese Windows writes as plain "CSV"). GB18030 decodes almost
-  any bytes, so its result is accepted only when at least 95% of the characters are plausible (printable
-  ASCII, CJK, CJK and full-width punctuation, white space); otherwise the file is refused as neither.
-
-Accepted headers (first non-blank row; case, surrounding spaces, "-" and " " versus "_" do not matter):
-    product         产品, 产品名称, 商品, 商品名称          required
-    selling_points  卖点, 产品卖点                           required
-    audience        目标人群, 人群, 受众, 目标受众          required
-    tone            语气, 风格, 语调                         optional
-    posts           条数, 数量, 文案条数                     optional, a whole number 1..20
-    max_chars       字数, 字数上限, 最大字数                 optional, a whole number 1..2000
-    channel         渠道, 平台, 发布渠道                     optional, moments/weibo/xiaohongshu or 朋友圈/微博/小红书
-Other named columns (备注...) are ignored and listed in `Read.ignored_columns`. A file without the three
-required columns, without any row, or naming a column twice is refused as a whole (BatchFileError).
-
-Rows: numbered as a spreadsheet shows them, 1-based with the header in its row (row 1 when it is first); a CSV
-record whose quoted cell spans lines is one row. Blank rows are skipped silently. A row with a required cell
-empty, a value under no header (an extra column), posts/max_chars not a whole number in range, or a channel
-that is not one of marketing/channels.py's is reported
-as a `RowProblem` with its row number and skipped; the other rows are returned. A row identical (after
-normalising) to an earlier one is reported and skipped too, so that keys are unique.
-
-Key (`Product.key`): 16 hex digits of the SHA-256 of the row's fields after normalising (NFKC, runs of white
-space as one space, trimmed), optional ones included. It does not include the row number: inserting a row
-above, or re-saving the file as XLSX, keeps the keys, so a re-run skips exactly the finished products.
-(A product whose posts/max_chars cell is empty keeps its key when the run's default changes. The channel, as
-its name (朋友圈 and moments are one), enters the key only when the row names one, so the keys of a file
-without the column are those of earlier versions.)
-
-Posts file (`write_posts`): by the output's extension, .csv or .xlsx; one row per post with the columns
-    product_key, product, post, posts, text, chars, flags
-(post is the 1-based index, posts the product's count, flags the problems' short forms joined by "; ").
-CSV is written in UTF-8 with a BOM: Excel opens a CSV without a BOM in the system's ANSI code page (GBK on
-Chinese Windows) and shows UTF-8 Chinese as mojibake; with the BOM it reads UTF-8. XLSX cells are written as
-text, so a post starting with "=" is not turned into a formula; characters XML cannot hold (control
-characters) are replaced with U+FFFD. CSV cannot mark a cell as text: Excel evaluates a CSV cell starting
-with "=" as a formula, so the text is written as generated and XLSX is the output to use for such posts.
-Every write goes to a temporary file in the same directory and replaces the output in one rename, so an
-interrupted write leaves the previous file, never a half one.
-
-Resume (`read_posts`, `done_keys`, `append_posts`): a product is done when the output holds all of its posts
-1..posts. A torn last line (a run killed mid-write by a writer without the rename, or a copy cut short), a
-row that does not parse, and a product with posts missing are not done and are regenerated. `append_posts`
-adds only products not already done, so appending never duplicates a finished product; when it drops rows
-that were not done, the previous file is first kept aside (`<name>.corrupt-<time>`, see aside.py). A file
-that is not a posts file (another header: e.g. `-o` pointed at the products file) is refused, never overwritten.
-One writer at a time: `append_posts` reads and rewrites the whole file, so concurrent generators must hand
-their results to a single writer (it is cheap for CSV; an XLSX rewrite per product costs more, so a batch
-writing XLSX may append every few products).
+"""Files of a marketing-copy batch: the products file in (CSV or XLSX, by content; headers in Chinese or English;
+bad rows reported and skipped), the posts file out (CSV with a BOM or XLSX, replaced in one rename), and what a
+re-run can skip (a product is done when all its posts are there; keys from the normalised row). The formats,
+encodings, headers and resume rules in full: docs/design/copy-batch-files.md.
 """
 
 from __future__ import annotations
