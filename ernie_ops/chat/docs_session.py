@@ -18,13 +18,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ernie_ops.docs import followup, ingest
+from ernie_ops.docs import followup, ingest, store
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.extract import check_size
 from ernie_ops.docs.model import DocumentError
 from ernie_ops.docs.retrieve import Retrieved, Retriever, allowed_collections
 from ernie_ops.docs.store import Index, Scope
-from ernie_ops.errors import ErnieOpsError
 
 log = logging.getLogger("ernie_ops.chat")
 
@@ -63,11 +62,7 @@ def shared_index(cfg: DocsConfig) -> Iterator[Index]:
 
 
 def open_index(cfg: DocsConfig) -> Index:
-    try:
-        Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise ErnieOpsError(f"cannot create the directory of chat.docs.index_file {cfg.index_file}: {exc.strerror or exc}") from None
-    return Index(cfg.index_file, tokenizer=cfg.tokenizer)
+    return store.open_index(cfg.index_file, cfg.tokenizer)
 
 
 class DocsSession:

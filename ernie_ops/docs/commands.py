@@ -10,9 +10,8 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ernie_ops.docs import ingest, owner
+from ernie_ops.docs import ingest, owner, store
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.retrieve import Retriever, hit_dict
 from ernie_ops.docs.store import Index, Scope
@@ -37,10 +36,10 @@ def _embedder(cfg: DocsConfig):
     return EmbeddingClient.from_config(cfg.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
 
 
-def open_index(cfg: DocsConfig) -> Index:
+def open_as_owner(cfg: DocsConfig) -> Index:
+    """The index, this process first become its owner (as root: for good, see docs/owner.py): the CLI's writers."""
     owner.become_owner_of(cfg.index_file)
-    Path(cfg.index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return Index(cfg.index_file, tokenizer=cfg.tokenizer)
+    return store.open_index(cfg.index_file, cfg.tokenizer)
 
 
 def _line(o: ingest.Outcome) -> str:
@@ -93,7 +92,7 @@ def _shared(collection: str) -> None:
 def add(cfg: DocsConfig, paths: list[str], collection: str) -> Result:
     """Index files (a directory: every .pdf .md .txt .docx under it) into a shared collection."""
     _shared(collection)
-    with open_index(cfg) as index:
+    with open_as_owner(cfg) as index:
         return _report(ingest.add_paths(index, paths, cfg, collection, _embedder(cfg)))
 
 
@@ -104,14 +103,14 @@ def sync(cfg: DocsConfig, directory: str, collection: str, check: bool) -> Resul
         # --check on a host without an index yet: compare against an empty one, create nothing there
         with tempfile.TemporaryDirectory() as tmp, Index(os.path.join(tmp, "index.sqlite"), tokenizer=cfg.tokenizer) as empty:
             return _report(ingest.sync_dir(empty, directory, cfg, collection, check=True))
-    with open_index(cfg) as index:
+    with open_as_owner(cfg) as index:
         return _report(ingest.sync_dir(index, directory, cfg, collection, _embedder(cfg), check=check))
 
 
 def list_documents(cfg: DocsConfig, collections: list[str] | None, uploads: bool) -> Result:
     """The indexed documents of `collections` (None: all); `uploads`: the chat users' own too."""
     _check_collections(collections)
-    with open_index(cfg) as index:
+    with open_as_owner(cfg) as index:
         return _list(index, collections, uploads)
 
 
@@ -120,21 +119,21 @@ def remove(cfg: DocsConfig, collection: str, names: list[str], every: bool) -> R
     _shared(collection)
     if not names and not every:
         raise UsageError("name the documents to remove, or --all for every document of --collection")
-    with open_index(cfg) as index:
+    with open_as_owner(cfg) as index:
         return _remove(index, collection, names, every)
 
 
 def search(cfg: DocsConfig, question: str, collections: list[str] | None, k: int | None) -> Result:
     """The ranked passages for a question (k: how many; None: chat.docs.top_k)."""
     _check_collections(collections)
-    with open_index(cfg) as index:
+    with open_as_owner(cfg) as index:
         return _search(index, cfg, question, collections, k)
 
 
 def embed(cfg: DocsConfig, collections: list[str] | None, uploads: bool) -> Result:
     """Vectors for the passages indexed without them (embeddings turned on later); a rerun continues."""
     _check_collections(collections)
-    with open_index(cfg) as index:
+    with open_as_owner(cfg) as index:
         return _embed(index, cfg, collections, uploads)
 
 

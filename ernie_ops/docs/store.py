@@ -669,3 +669,13 @@ class Index:
                 ).fetchall()
         rows.sort(key=lambda r: (dist[r[0]], r[0]))
         return [self._hit(r, 1.0 - dist[r[0]], "dense", rank) for rank, r in enumerate(rows, 1)]
+
+
+def open_index(index_file: str, tokenizer: str) -> Index:
+    """The index at `index_file`, its directory created first (0700); a directory that cannot be made is a sentence
+    naming the file, not a traceback. The chat app and the CLI both open it here (the CLI as the file's owner)."""
+    try:
+        Path(index_file).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ErnieOpsError(f"cannot create the directory of chat.docs.index_file {index_file}: {exc.strerror or exc}") from None
+    return Index(index_file, tokenizer=tokenizer)
