@@ -42,7 +42,7 @@ def vllm_bench(url: str, tokenizer: Path) -> float:
     return float(m.group(1))
 
 
-def ernie_bench(url: str, processes: int, transport: str = "aiohttp") -> bench.Report:
+def ernie_bench(url: str, processes: int, transport: str = "aiohttp") -> bench.BenchReport:
     spec = bench.BenchSpec(
         url=url, model="stub", concurrency=CONCURRENCY, duration=None, count=N, prompt_tokens=32, max_tokens=16,
         processes=processes, transport=transport,

@@ -28,7 +28,7 @@ from tests.harness.tiny_model import SERVED_NAME
 DTYPES = ("bfloat16", "float32")
 
 
-def load(port: int) -> bench.Report:
+def load(port: int) -> bench.BenchReport:
     spec = bench.BenchSpec(
         url=f"http://127.0.0.1:{port}", model=SERVED_NAME, concurrency=8, duration=None, count=96,
         prompt_tokens=64, max_tokens=32, processes=1,
@@ -57,7 +57,7 @@ def main() -> None:
         amx_cpu = "amx_tile" in Path("/proc/cpuinfo").read_text()
         said = {m for _, sp in started.values() for m in re.findall(r"ernie-ops engine-site: pid \d+: (AMX: [^\n]*)", sp.log)}
         print(f"AMX in /proc/cpuinfo: {amx_cpu}; the engines' sitecustomize said: {sorted(said)}", flush=True)
-        results: dict[str, list[bench.Report]] = {d: [] for d in DTYPES}
+        results: dict[str, list[bench.BenchReport]] = {d: [] for d in DTYPES}
         for r in range(rounds):
             order = DTYPES if r % 2 == 0 else DTYPES[::-1]
             for dtype in order:

@@ -37,13 +37,13 @@ from tests.harness import nginx, real_model, serve_proc
 SYSTEM = "You are a helpful assistant for the staff of a company. " * 40  # ~440 tokens shared by every turn
 
 
-def load(url: str, seconds: float, streams: int, out_tokens: int, prompt_tokens: int = 64) -> bench.Report:
+def load(url: str, seconds: float, streams: int, out_tokens: int, prompt_tokens: int = 64) -> bench.BenchReport:
     spec = bench.BenchSpec(url=url, model=real_model.SERVED_NAME, concurrency=streams, duration=seconds, prompt_tokens=prompt_tokens,
                            max_tokens=out_tokens, processes=1)  # fmt: skip
     return bench.run(spec)
 
 
-def together(*jobs) -> list[bench.Report]:
+def together(*jobs) -> list[bench.BenchReport]:
     """Several loads at once (each in a thread; bench.run forks its own worker)."""
     out: list = [None] * len(jobs)
     threads = [threading.Thread(target=lambda i=i, job=job: out.__setitem__(i, job())) for i, job in enumerate(jobs)]

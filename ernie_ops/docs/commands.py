@@ -51,7 +51,7 @@ def _line(o: ingest.Outcome) -> str:
     return line + (f"; {ingest.no_text_layer(o.empty_pages)}" if o.empty_pages else "")
 
 
-def _report(report: ingest.Report, nothing: str = "nothing to do") -> Result:
+def _report(report: ingest.IngestReport, nothing: str = "nothing to do") -> Result:
     lines = [_line(o) for o in report.outcomes if o.action != "failed"]
     counts = {a: sum(o.action == a for o in report.outcomes) for a in ("added", "replaced", "unchanged", "removed", "failed")}
     summary = [f"{n} {a}" for a, n in counts.items() if n]

@@ -54,7 +54,7 @@ class Outcome:
 
 
 @dataclass
-class Report:
+class IngestReport:
     outcomes: list[Outcome] = field(default_factory=list)
 
     @property
@@ -151,13 +151,13 @@ def backfill_document(index: Index, doc_id: int, embed: Embedder) -> int:
     return index.add_vectors(doc_id, [(cid, v) for (cid, _), v in zip(missing, vectors, strict=True)])
 
 
-def backfill(index: Index, embed: Embedder, collections: list[str] | None = None, uploads: bool = False) -> Report:
+def backfill(index: Index, embed: Embedder, collections: list[str] | None = None, uploads: bool = False) -> IngestReport:
     """Give every passage without a vector its vector (embeddings turned on after the documents were indexed):
     the shared documents of `collections` (None: all), and the chat uploads too with `uploads`. One outcome per
     document that had passages to embed; document by document, each in its own transaction, so an embedding
     server that fails halfway keeps what was done and a rerun continues with the rest. The first EmbeddingError
     stops the run (every further document would wait for the same dead server): that document is "failed"."""
-    report = Report()
+    report = IngestReport()
     docs = index.documents() if uploads else index.documents(Scope(collections=collections))
     docs = [d for d in docs if collections is None or d.collection in collections]
     for i, doc in enumerate(docs):
@@ -216,8 +216,8 @@ def _check_relative(rel: str) -> str:
 
 def add_paths(
     index: Index, paths: Iterable[str | Path], cfg: DocsConfig, collection: str, embed: Embedder | None = None, check: bool = False
-) -> Report:
-    report = Report()
+) -> IngestReport:
+    report = IngestReport()
     for path, rel in files_under(paths):
 
         def one(path: Path = path, rel: str = rel) -> Outcome:
@@ -232,7 +232,7 @@ def add_paths(
 
 def sync_dir(
     index: Index, directory: str | Path, cfg: DocsConfig, collection: str, embed: Embedder | None = None, check: bool = False
-) -> Report:
+) -> IngestReport:
     """Make `collection` hold exactly the supported files under `directory` (names: relative paths)."""
     root = Path(directory)
     if not root.is_dir():

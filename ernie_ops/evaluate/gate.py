@@ -13,7 +13,7 @@ from ernie_ops.config import EvalGateConfig
 from ernie_ops.evaluate import golden
 
 if TYPE_CHECKING:  # annotations only: the runner imports the chat, docs and marketing pipelines
-    from ernie_ops.evaluate.run import Report
+    from ernie_ops.evaluate.run import EvalReport
 
 MAX_LISTED = 5  # failing cases named in the sentence; the rest are counted
 MAX_REASON = 80  # characters of one case's reasons
@@ -40,12 +40,12 @@ def pct(rate: float) -> str:
     return f"{shown}%"
 
 
-def tally(port: int, report: Report) -> str:
+def tally(port: int, report: EvalReport) -> str:
     """`8001 4/5 (80%)`: cases passed of all, and the weighted pass rate."""
     return f"{port} {len(report.cases) - len(report.failing)}/{len(report.cases)} ({pct(report.pass_rate)})"
 
 
-def failing_cases(report: Report) -> str:
+def failing_cases(report: EvalReport) -> str:
     """`capital-france (missing 'Paris'), days-in-week (missing '7') and 2 more`."""
     named = []
     for case in report.failing[:MAX_LISTED]:
@@ -62,7 +62,7 @@ class Verdict:
     sentence: str  # the step's detail when ok, the refusal when not
 
 
-def judge(gate: EvalGateConfig, new_port: int, new: Report, old_port: int | None = None, old: Report | None = None) -> Verdict:
+def judge(gate: EvalGateConfig, new_port: int, new: EvalReport, old_port: int | None = None, old: EvalReport | None = None) -> Verdict:
     """The new instance must reach `min_pass_rate` and, when the old one was run, be at most `max_drop` below it."""
     new_rate = new.pass_rate
     below_min = new_rate + EPSILON < gate.min_pass_rate

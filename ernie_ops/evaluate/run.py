@@ -79,7 +79,7 @@ class CaseResult:
 
 
 @dataclass
-class Report:
+class EvalReport:
     cases: list[CaseResult]
     seconds: float = 0.0
     target: str = ""
@@ -183,12 +183,15 @@ def onboarding_scenario() -> ScenarioConfig:
     return next(s for s in ChatConfig().effective_scenarios() if s.tool == "onboarding")
 
 
-def run_set(loaded: g.Loaded, client: Client, *, target: Target | None = None, counter: history.Counter | None = None) -> Report:
+def run_set(loaded: g.Loaded, client: Client, *, target: Target | None = None,
+            counter: history.Counter | None = None) -> EvalReport:  # fmt: skip
     """Every case of the set, in order; TargetDown when the model cannot be reached."""
     return asyncio.run(run_cases(loaded, client, target=target, counter=counter))
 
 
-async def run_cases(loaded: g.Loaded, client: Client, *, target: Target | None = None, counter: history.Counter | None = None) -> Report:
+async def run_cases(
+    loaded: g.Loaded, client: Client, *, target: Target | None = None, counter: history.Counter | None = None
+) -> EvalReport:
     target = target or Target(url="", model="")
     counter = counter or EstimateCounter()
     started = time.perf_counter()
@@ -208,7 +211,7 @@ async def run_cases(loaded: g.Loaded, client: Client, *, target: Target | None =
                 result = await _docs_case(case, loaded.golden.defaults, client, counter, target, index, collection)
             result.seconds = time.perf_counter() - t0
             results.append(result)
-    return Report(results, time.perf_counter() - started, target.url)
+    return EvalReport(results, time.perf_counter() - started, target.url)
 
 
 class _Indexes:
@@ -363,14 +366,14 @@ async def _docs_case(case: g.Case, defaults: g.Defaults, client: Client, counter
     return CaseResult(case.id, case.kind, case.weight, not failures, answer, failures, cited=cited)
 
 
-def evaluate(path: str | Path, target: Target) -> Report:
+def evaluate(path: str | Path, target: Target) -> EvalReport:
     """Load the set at `path` and run it against `target`: GoldenSetError for a bad set, TargetDown when the model
     cannot be reached; otherwise the report (its `pass_rate` and `failing` cases are what a gate judges)."""
     loaded = g.load(path)
     return asyncio.run(_evaluate(loaded, target))
 
 
-async def _evaluate(loaded: g.Loaded, target: Target) -> Report:
+async def _evaluate(loaded: g.Loaded, target: Target) -> EvalReport:
     # read: the longest silence while a CPU engine works through a prompt; the whole reply bounded generously
     client = GatewayClient(target.url, target.model, Timeouts(connect=5.0, read=120.0, reply=600.0), api_key=target.api_key,
                            verify=target.verify)  # type: ignore[arg-type]  # fmt: skip
@@ -381,6 +384,6 @@ async def _evaluate(loaded: g.Loaded, target: Target) -> Report:
         await client.aclose()
 
 
-def run_cases_sync(loaded: g.Loaded, target: Target) -> Report:
+def run_cases_sync(loaded: g.Loaded, target: Target) -> EvalReport:
     """An already loaded set against `target` (the CLI loads it first, to report a bad set before the config)."""
     return asyncio.run(_evaluate(loaded, target))

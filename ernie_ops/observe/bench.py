@@ -69,7 +69,7 @@ class Record:
 
 
 @dataclass
-class Report:
+class BenchReport:
     requests: int
     ok: int
     failed: int
@@ -98,11 +98,11 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[idx]
 
 
-def summarize(records: list[Record], seconds: float) -> Report:
+def summarize(records: list[Record], seconds: float) -> BenchReport:
     ok = [r for r in records if r.ok]
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     e2es = [r.e2e for r in ok if r.e2e is not None]
-    return Report(
+    return BenchReport(
         requests=len(records),
         ok=len(ok),
         failed=len(records) - len(ok),
@@ -244,7 +244,7 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def run(spec: BenchSpec, on_progress=None) -> Report:
+def run(spec: BenchSpec, on_progress=None) -> BenchReport:
     """Run the load; `on_progress(ok, failed)` is called about 10 times a second.
 
     SIGINT/SIGTERM stop issuing new requests; in-flight ones finish and the report covers them all.

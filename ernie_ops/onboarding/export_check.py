@@ -28,7 +28,7 @@ FORMATS = ("csv", "yaml")
 
 
 @dataclass
-class Report:
+class ExportReport:
     file: str
     format: str
     employees: int = 0
@@ -52,7 +52,7 @@ def _text(value: object) -> str:
 
 def check(
     path: str | Path, fmt: str | None = None, name: str | None = None, *, active_days: int | None = None, today: date | None = None
-) -> Report:
+) -> ExportReport:
     """Every problem of the export at `path`, named after `name` (default: the path), and with `active_days`
     the good records whose onboarding window has passed on `today` (default: the real date). Raises UsageError
     when the file as a whole cannot be read (absent, not UTF-8, not YAML, a CSV header without the keys)."""
@@ -62,7 +62,7 @@ def check(
         rows = numbered_rows(Path(path), fmt)
     except HRError as exc:
         raise UsageError(exc.detail.replace(str(path), shown, 1) + "; fix the export and check it again") from None
-    report = Report(file=shown, format=fmt, employees=len(rows), active_days=active_days)
+    report = ExportReport(file=shown, format=fmt, employees=len(rows), active_days=active_days)
     today = today or date.today()
     seen: dict[tuple[str, str], str] = {}
     for where, row in rows:

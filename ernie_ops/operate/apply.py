@@ -15,7 +15,7 @@ apply  Brings each service up to date with its inputs, one decision per service:
 Truth is read, not remembered: "changed after the start" compares file times with systemd's own
 start timestamp of the running process, so a provisioning run that died before applying still
 applies on the next run, and a second run finds nothing to do. Every host operation goes through
-the `Host` protocol (`RealHost` on a real host), so the decisions are unit-tested without systemd.
+the `Host` protocol (`RealApplyHost` on a real host), so the decisions are unit-tested without systemd.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def unit_inputs(props: dict[str, str], extra: list[str]) -> list[str]:
 # -- host operations ---------------------------------------------------------------------------
 class Host(Protocol):
     """What `apply` asks of the host, behind one small interface (the style of `traffic.hostops.HostOps`), so its
-    decisions are unit-tested against a fake host and run on the real one via `RealHost`."""
+    decisions are unit-tested against a fake host and run on the real one via `RealApplyHost`."""
 
     def props(self, unit: str) -> dict[str, str]:
         """systemd's UNIT_PROPS of `unit` (ActiveState, start timestamp, the files a start reads)."""
@@ -195,7 +195,7 @@ class Host(Protocol):
         """The pool upgrade of the `stale` replicas (`PoolResult.as_dict()`), under the state lock."""
 
 
-class RealHost:
+class RealApplyHost:
     """The host as it is: systemctl and systemd's properties, the file system, real clocks, the cutover runbook."""
 
     def props(self, unit: str) -> dict[str, str]:
@@ -445,7 +445,7 @@ def apply(
 ) -> ApplyResult:
     if mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-    host = host or RealHost()
+    host = host or RealApplyHost()
     res = ApplyResult(check)
     applied = _applied(cfg)  # the digest each running process started with, read once
     settled: list[tuple[str, str, list[str]]] = []  # (service, unit, inputs) to record after acting

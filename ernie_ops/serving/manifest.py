@@ -42,7 +42,7 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class Report:
+class ManifestReport:
     manifest: Path
     files: int
     bytes_hashed: int
@@ -111,7 +111,7 @@ def human_size(n: int) -> str:
     return f"{n} bytes"
 
 
-def check(model_dir: Path) -> Report | None:
+def check(model_dir: Path) -> ManifestReport | None:
     """None when `model_dir` has no manifest; else every problem found (missing first, then short, then hash)."""
     manifest = model_dir / MANIFEST_NAME
     if not manifest.is_file():
@@ -150,10 +150,10 @@ def check(model_dir: Path) -> Report | None:
             hashed += size
             if digest != e.digest:
                 problems.append(Problem(e.name, f"does not match its sha256 in {MANIFEST_NAME} ({human_size(size)} on disk)"))
-    return Report(manifest, len(entries), hashed, time.monotonic() - t0, tuple(problems))
+    return ManifestReport(manifest, len(entries), hashed, time.monotonic() - t0, tuple(problems))
 
 
-def describe(model_dir: Path, report: Report, remedy: str) -> str:
+def describe(model_dir: Path, report: ManifestReport, remedy: str) -> str:
     """One sentence for the operator: which files, and what to do."""
     shown = "; ".join(str(p) for p in report.problems[:3])
     more = f"; and {len(report.problems) - 3} more" if len(report.problems) > 3 else ""

@@ -23,7 +23,7 @@ from ernie_ops.stats import metrics
 from ernie_ops.traffic.gateway import Gateway
 
 if TYPE_CHECKING:  # annotations only: RealHost imports the eval pipelines when a gate runs
-    from ernie_ops.evaluate.run import Report
+    from ernie_ops.evaluate.run import EvalReport
 
 
 class HostOps(Protocol):
@@ -77,7 +77,7 @@ class HostOps(Protocol):
     def memory_problem(self, source: int | None, target: int) -> str | None:
         """Why source and target cannot run side by side; None if they can."""
 
-    def evaluate(self, path: str, port: int) -> Report:
+    def evaluate(self, path: str, port: int) -> EvalReport:
         """The golden set at `path` against the instance on `port`; raises TargetDown when it cannot be reached,
         GoldenSetError for a bad set."""
 
@@ -216,7 +216,7 @@ class RealHost:
     def memory_problem(self, source: int | None, target: int) -> str | None:
         return memory_budget_problem(self.cfg, source, target)
 
-    def evaluate(self, path: str, port: int) -> Report:
+    def evaluate(self, path: str, port: int) -> EvalReport:
         # lazy: the chat, docs and marketing pipelines a set runs through, only when a quality gate is configured
         from ernie_ops.evaluate import run
 

@@ -33,7 +33,7 @@ from ernie_ops.traffic.pool_plan import ReplicaStep
 from ernie_ops.traffic.runbook import Step
 
 if TYPE_CHECKING:  # annotations only
-    from ernie_ops.evaluate.run import Report
+    from ernie_ops.evaluate.run import EvalReport
 
 
 class PoolOps(Protocol):
@@ -55,7 +55,7 @@ class PoolOps(Protocol):
     def route_pool(self, ports: list[int], down: frozenset[int]) -> None:
         """The include: every port a server, `down` ones out of rotation (write, nginx -t, reload; restored on failure)."""
 
-    def evaluate(self, path: str, port: int) -> Report:
+    def evaluate(self, path: str, port: int) -> EvalReport:
         """The golden set at `path` against the instance on `port` (the quality gate)."""
 
     def monotonic(self) -> float: ...

@@ -72,13 +72,13 @@ class FakePoolHost:
             raise GatewayError("nginx -t failed: unknown directive")  # the include left as it was
         self.rotation, self.down = list(ports), frozenset(down)
 
-    def evaluate(self, path: str, port: int) -> run.Report:
+    def evaluate(self, path: str, port: int) -> run.EvalReport:
         self._call("evaluate", port)
         cases = [
             run.CaseResult(i, "messages", 1.0, ok, "", [] if ok else [f"missing 'answer-{i}'"])
             for i, ok in self.evals.get(port, [("hello", True)])
         ]
-        return run.Report(cases, 0.01, f"http://127.0.0.1:{port}")
+        return run.EvalReport(cases, 0.01, f"http://127.0.0.1:{port}")
 
     def in_rotation(self) -> list[int]:
         return [p for p in self.rotation if p not in self.down]

@@ -149,13 +149,13 @@ class FakeHost:
         self._call("memory_problem", source, target)
         return "only 1.0 GiB of memory is available; a second CPU instance needs about 3 GiB" if "memory" in self.fail else None
 
-    def evaluate(self, path: str, port: int) -> run.Report:
+    def evaluate(self, path: str, port: int) -> run.EvalReport:
         self._call("evaluate", port)
         scripted = self.evals.get(port, [("capital-france", True)])
         if isinstance(scripted, Exception):
             raise scripted
         cases = [run.CaseResult(i, "messages", 1.0, ok, "", [] if ok else [f"missing 'answer-{i}'"]) for i, ok in scripted]
-        return run.Report(cases, 0.01, f"http://127.0.0.1:{port}")
+        return run.EvalReport(cases, 0.01, f"http://127.0.0.1:{port}")
 
     def monotonic(self) -> float:
         return self.now

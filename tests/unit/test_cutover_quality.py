@@ -15,7 +15,7 @@ import pytest
 from ernie_ops import cli, config
 from ernie_ops.errors import ConfigError
 from ernie_ops.evaluate import gate
-from ernie_ops.evaluate.run import CaseResult, Report, TargetDown
+from ernie_ops.evaluate.run import CaseResult, EvalReport, TargetDown
 from ernie_ops.host import state
 from ernie_ops.traffic import cutover
 from ernie_ops.traffic.canary import rollout, rollout_file
@@ -211,8 +211,8 @@ def test_config_check_reports_a_missing_or_invalid_set_in_one_sentence(tmp_path,
 # -- the sentence -------------------------------------------------------------------------------------
 
 
-def report(passed: list[bool]) -> Report:
-    return Report([CaseResult(f"c{i}", "messages", 1.0, ok, "", [] if ok else ["missing 'x'"]) for i, ok in enumerate(passed)])
+def report(passed: list[bool]) -> EvalReport:
+    return EvalReport([CaseResult(f"c{i}", "messages", 1.0, ok, "", [] if ok else ["missing 'x'"]) for i, ok in enumerate(passed)])
 
 
 def test_the_failing_list_is_capped_and_counts_the_rest():
