@@ -20,7 +20,6 @@ print garbage (`garbage`) before extracting, faults a real file cannot be made t
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -55,36 +54,6 @@ def extract_isolated(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS, *,
         except BaseException:  # KeyboardInterrupt and the like: never leave the child behind
             _kill(proc.pid)
             proc.wait()
-            raise
-        return outcome(name, proc.returncode, out, err, memory_mb)
-
-
-async def extract_isolated_async(
-    data: bytes,
-    name: str,
-    limits: Limits = DEFAULT_LIMITS,
-    *,
-    timeout: float = 60,
-    memory_mb: int = 1024,
-) -> Extracted:
-    """extract_isolated for an asyncio caller: the child runs as an asyncio subprocess, the event loop stays
-    free; cancelling the awaiting task kills the child."""
-    with tempfile.TemporaryDirectory(prefix="ernie-docs-") as tmp:
-        request = await asyncio.to_thread(_prepare, Path(tmp), data, name, limits, memory_mb)
-        proc = await asyncio.create_subprocess_exec(
-            *_command(), cwd=tmp, env=_env(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(request), timeout)
-        except TimeoutError:
-            _kill(proc.pid)
-            await proc.wait()
-            raise DocumentError(
-                name, "timeout", f"extraction stopped after {timeout:g} seconds (the file is too slow to read); the file was not indexed"
-            ) from None
-        except BaseException:  # cancelled: the child must not outlive the request
-            _kill(proc.pid)
-            await proc.wait()
             raise
         return outcome(name, proc.returncode, out, err, memory_mb)
 

@@ -4,7 +4,6 @@ Chinese PDF font, every bad-input reason, file names, and a child that crashes, 
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
 import random
@@ -17,7 +16,7 @@ import pytest
 
 from ernie_ops.docs import extract as extract_mod
 from ernie_ops.docs.extract import Limits, as_document_error, check_name, decode_text, extract, normalize
-from ernie_ops.docs.isolate import FAULT_ENV, extract_isolated, extract_isolated_async, outcome
+from ernie_ops.docs.isolate import FAULT_ENV, extract_isolated, outcome
 from ernie_ops.docs.model import DocumentError
 from tests.harness import doc_fixtures as fx
 
@@ -505,45 +504,6 @@ def test_a_child_answering_garbage_is_crashed(monkeypatch):
 def test_the_fault_switch_is_read_by_the_child_only(monkeypatch):
     monkeypatch.setenv(FAULT_ENV, "segv")
     assert extract(fx.en_pdf(), "in-process.pdf").kind == "pdf"  # still alive: the parent ignores it
-
-
-def test_async_isolated_extraction_normal_crash_timeout(monkeypatch):
-    async def scenario():
-        ok = await extract_isolated_async(fx.markdown_zh(), "guide.md", timeout=30)
-        monkeypatch.setenv(FAULT_ENV, "segv")
-        with pytest.raises(DocumentError) as crashed:
-            await extract_isolated_async(fx.markdown_zh(), "guide.md", timeout=30)
-        monkeypatch.setenv(FAULT_ENV, "hang")
-        with pytest.raises(DocumentError) as slow:
-            await extract_isolated_async(fx.markdown_zh(), "guide.md", timeout=1)
-        monkeypatch.delenv(FAULT_ENV)
-        again = await extract_isolated_async(fx.markdown_zh(), "guide.md", timeout=30)
-        return ok, crashed.value, slow.value, again
-
-    ok, crashed, slow, again = asyncio.run(scenario())
-    assert [(s.heading, s.text) for s in ok.sections] == fx.MARKDOWN_ZH_SECTIONS
-    assert crashed.reason == "crashed" and "signal 11" in str(crashed)
-    assert slow.reason == "timeout"
-    assert again == ok
-    assert _children_running_isolate() == []
-
-
-def test_cancelling_the_async_extraction_kills_the_child(monkeypatch):
-    monkeypatch.setenv(FAULT_ENV, "hang")
-
-    async def scenario():
-        task = asyncio.create_task(extract_isolated_async(fx.en_pdf(), "slow.pdf", timeout=60))
-        for _ in range(100):  # until the child exists
-            await asyncio.sleep(0.05)
-            if _children_running_isolate():
-                break
-        assert _children_running_isolate()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(scenario())
-    assert _children_running_isolate() == []
 
 
 def test_outcome_of_a_child_that_died_with_a_message_on_stderr():
