@@ -25,7 +25,7 @@ unit: deps
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: deps
-	$(VENV)/bin/ruff check ernie_ops tests grafana benchmarks && $(VENV)/bin/ruff format --check ernie_ops tests grafana benchmarks && $(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check ernie_ops tests grafana benchmarks docs && $(VENV)/bin/ruff format --check ernie_ops tests grafana benchmarks docs && $(VENV)/bin/lint-imports
 
 ansible-lint: deps
 	cd ansible && $(VENV)/bin/ansible-playbook --syntax-check site.yml upgrade.yml && $(VENV)/bin/ansible-lint --profile production
