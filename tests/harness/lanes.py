@@ -15,7 +15,7 @@ from __future__ import annotations
 
 # (group, test paths under tests/ it holds: a file or a folder), in the order the lanes take them
 GROUPS = (
-    ("fleet", ("e2e/test_ansible.py",)),  # the three-host fleet and its 19 playbook runs
+    ("fleet", ("e2e/test_ansible.py",)),  # the three-host fleet and its 10 playbook runs
     ("e2e", ("e2e/",)),
     ("integration", ("integration/",)),
     ("ui", ("ui/",)),
