@@ -55,17 +55,19 @@ class DemoModel:
 # against transformers and decoded slower; float32 matched all 6 (tests/integration/test_real_model.py).
 # max_model_len 4096 (the model takes 8192): chat.max_tokens 1024 + margin 32 leave 3040 prompt tokens for the
 # system prompt, history and docs passages; float32 KV for 4096 tokens is ~0.4 GB, within cpu_kvcache_space_gib 1.
-# The chat's sampling for this 135M model: with the app's defaults (temperature 0.7, 1024 tokens) the demo's second
-# turn looped until the limit (331 s, finish=length, in Chromium through the app). Two-turn chats with the General
-# system prompt (3 seeds): at 0.7 one answer ran 142 tokens and others drifted ("I'm Alessandro..."); at 0.2 with
-# repetition_penalty 1.05 and 320 tokens all 9 turns ended by themselves in at most 57 tokens (5.7 s on the loaded
-# 2 cores). 320 bounds the worst case to ~20 s.
-# Its scenarios: the built-in ones with the English half of each system prompt. The bilingual prompt sent this
-# English-first model into French: "What is the capital of France?" in General got "L'avenir, la France, est une fin
-# de l'édition ..." (still streaming after 20 s), while the gateway without a system prompt said Paris
-# (tests/integration/test_real_model.py asks the demo's General scenario through the chat pipeline).
-ENGLISH_SCENARIOS = [{**s, "system_prompt": s["system_prompt"].rsplit("\n", 1)[-1]} for s in BUILTIN]
-SMOLLM2_CHAT = {"temperature": 0.2, "max_tokens": 320, "extra_body": {"repetition_penalty": 1.05}, "scenarios": ENGLISH_SCENARIOS}
+# The chat's sampling and prompts for this 135M model, measured through its chat API ("What is the capital of
+# France?", then "Tell me one famous museum there."): with the built-in General prompt ("You are ERNIE, a helpful
+# assistant. Answer in the user's language, briefly and accurately; ..."), in its bilingual form or its English half,
+# it answers in French ("L'Alcazabal, la Cité de la France ..."), greedy or at temperature 0.2 with any seed; with
+# "You are a helpful assistant." greedy it says "The capital of France is Paris." and then the Louvre, while at 0.2
+# two seeds of three still drift into French. Greedy with repetition_penalty 1.05 ended both turns by itself (10 and
+# 24 tokens; at the app's defaults, 0.7 and 1024 tokens, the second turn of an earlier try looped to the limit in
+# 331 s). 320 tokens bound the worst case to ~20 s. The other scenarios keep the English half of their prompts.
+SMOLLM2_GENERAL = "You are a helpful assistant."
+ENGLISH_SCENARIOS = [
+    {**s, "system_prompt": SMOLLM2_GENERAL if s["name"] == "通用助手 General" else s["system_prompt"].rsplit("\n", 1)[-1]} for s in BUILTIN
+]
+SMOLLM2_CHAT = {"temperature": 0.0, "max_tokens": 320, "extra_body": {"repetition_penalty": 1.05}, "scenarios": ENGLISH_SCENARIOS}
 MODELS = {
     "smollm2": DemoModel(
         title="SmolLM2-135M-Instruct (Apache-2.0, English-first; a stand-in: ERNIE weights cannot be downloaded here)",

@@ -180,9 +180,8 @@ def test_a_passage_that_carries_an_instruction_is_answered_from_not_obeyed(serve
 
 def test_the_demos_general_scenario_answers_the_capital_question(served: RealServed):
     """`make demo`'s first chat (issue 35): the General scenario as the demo configures it for this English-first model
-    (tests/harness/demo.py: the English half of each built-in prompt, the demo's sampling at temperature 0.2), through
-    the chat's pipeline (chat.conversation), answers "What is the capital of France?" with Paris, in English, for each
-    of three sampling seeds. With the bilingual prompt it rambled in French."""
+    (tests/harness/demo.py: its prompts and greedy sampling), through the chat's pipeline (chat.conversation), answers
+    "What is the capital of France?" with Paris, in English. With the built-in prompt it answered in French."""
     import asyncio
 
     from ernie_ops.chat import history
@@ -192,23 +191,21 @@ def test_the_demos_general_scenario_answers_the_capital_question(served: RealSer
     from tests.harness import demo
 
     port = served.sp.port
+    chat = ChatConfig.model_validate(demo.SMOLLM2_CHAT)
+    general = next(s for s in chat.effective_scenarios() if s.name == "通用助手 General")
 
-    async def ask(seed: int) -> tuple[str, str]:
-        settings = demo.SMOLLM2_CHAT | {"extra_body": {**demo.SMOLLM2_CHAT["extra_body"], "seed": seed}}
-        chat = ChatConfig.model_validate(settings)
-        general = next(s for s in chat.effective_scenarios() if s.name == "通用助手 General")
+    async def ask() -> tuple[str, str]:
         client = GatewayClient(f"http://127.0.0.1:{port}", real_model.SERVED_NAME, Timeouts(connect=5, read=120, reply=300))
         try:
             counter = history.TokenizeCounter(client.http, f"http://127.0.0.1:{port}", real_model.SERVED_NAME)
-            budget = history.Budget(4096, chat.max_tokens, chat.margin_tokens)
+            budget = history.Budget(2048, chat.max_tokens, chat.margin_tokens)  # the tier's engine: max_model_len 2048
             sink = Recorder()
             out = await Conversation(general, chat, budget, client, counter, user="t").on_user_message(QUESTION, sink)
             return out.kind, sink.final or " ".join(sink.said + sink.failed)
         finally:
             await client.aclose()
 
-    answers = [asyncio.run(ask(seed)) for seed in (1, 2, 3)]
-    print(f"\nthe demo's General scenario, '{QUESTION}': {answers}")
-    for kind, text in answers:
-        assert kind == "done" and "Paris" in text, answers
-        assert not any(w in text.lower() for w in (" la france", " est ", " une ")), answers  # English, not French
+    kind, text = asyncio.run(ask())
+    print(f"\nthe demo's General scenario, '{QUESTION}': {kind}: {text!r}")
+    assert kind == "done" and "Paris" in text, text
+    assert not any(w in f" {text.lower()} " for w in (" la ", " le ", " est ")), text  # English, not French
