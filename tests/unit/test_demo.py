@@ -150,7 +150,10 @@ def test_each_demo_models_settings_make_a_config_the_app_accepts(tmp_path):
         cfg = config.parse(yaml.safe_dump(data), "ernie.yaml")
         assert cfg.vllm.max_model_len - cfg.chat.max_tokens - cfg.chat.margin_tokens >= 512, name
     real = config.parse(yaml.safe_dump({"chat": demo.MODELS["smollm2"].host_vars["ernie_ops_chat"]}), "ernie.yaml").chat
-    assert (real.temperature, real.max_tokens) == (0.2, 320) and real.extra_body == {"repetition_penalty": 1.05}
+    assert (real.temperature, real.max_tokens) == (0.0, 320) and real.extra_body == {"repetition_penalty": 1.05}
+    prompts = {s.name: s.system_prompt for s in real.effective_scenarios()}  # English only: this model follows English
+    assert prompts["通用助手 General"] == "You are a helpful assistant." and len(prompts) == 5, prompts
+    assert all(p.isascii() for p in prompts.values()), prompts
 
 
 def test_an_unknown_model_is_refused_in_one_sentence_naming_the_choices(capsys):
