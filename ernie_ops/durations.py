@@ -9,6 +9,7 @@ from collections.abc import Collection
 
 PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+CLOCK = ("ms", "s", "m", "h")  # the units of a wait or a look back in the same hour or day (--bake, logs --since)
 
 
 def seconds(text: str, units: Collection[str], *, bare: bool = True, whole: bool = False) -> float | None:

@@ -11,24 +11,30 @@ thread or drops it (a refused document), or when its session ends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ernie_ops.chat.config import ScenarioConfig
 
 MB = 1024 * 1024
 
 
-def refusal(scenario: ScenarioConfig, *, asked: bool, size: int, held: int, quota_mb: float) -> str | None:
-    """The sentence a refused upload gets (None: take it). `asked`: the app asked for files (AskFileMessage);
+class Refusal(NamedTuple):
+    status: int  # the HTTP status the route answers: 403 a scenario that takes no files, 413 over the quota
+    sentence: str
+
+
+def refusal(scenario: ScenarioConfig, *, asked: bool, size: int, held: int, quota_mb: float) -> Refusal | None:
+    """Why a refused upload is refused (None: take it). `asked`: the app asked for files (AskFileMessage);
     `held`: the user's bytes already stored or pending; `size`: this file's."""
     if not asked and not scenario.takes_files:
-        return f"「{scenario.name}」不读取文件。 / {scenario.name} reads no files: use a scenario that does (Docs)."
+        return Refusal(403, f"「{scenario.name}」不读取文件。 / {scenario.name} reads no files: use a scenario that does (Docs).")
     quota = int(quota_mb * MB)
     if held + size > quota:
-        return (
+        return Refusal(413, (
             f"上传配额已满：已存 {readable(held)}，配额 {quota_mb:g} MB。请删除旧对话后再上传。 / "
             f"Your files fill your quota: {readable(held)} held, this one {readable(size)}, the quota "
             f"{quota_mb:g} MB (chat.upload_quota_mb). Delete old conversations to make room."
-        )
+        ))  # fmt: skip
     return None
 
 

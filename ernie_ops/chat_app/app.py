@@ -83,6 +83,13 @@ for _s in SCENARIOS.values():
         TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt, name_thread=_name_thread, reads=READS)
     elif _s.tool == "onboarding":
         TOOLS[_s.name] = build_onboarding(CHAT.onboarding, CLIENT, _s.system_prompt)
+
+
+def _scenario(profile: str | None):
+    """The scenario of a chat profile's name; the default one for none or a name no longer configured."""
+    return SCENARIOS.get(profile or DEFAULT, SCENARIOS[DEFAULT])
+
+
 PROFILE_KEY = "chat_profile"  # in the thread's metadata: the scenario a resumed thread continues in (Chainlit's own key)
 UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
 
@@ -240,12 +247,12 @@ def _check_uploads() -> None:
         if session is None or not current_user or not session.user or session.user.identifier != current_user.identifier:
             return await upload_file(current_user, session_id, file, ask_parent_id)  # Chainlit's own 404 and 401
         user, size = current_user.identifier, file.size or 0
-        scenario = SCENARIOS.get(session.chat_profile or DEFAULT, SCENARIOS[DEFAULT])
+        scenario = _scenario(session.chat_profile)
         held = UPLOADS.bytes_of(user) + await _stored_file_bytes(user)
         why = upload_gate.refusal(scenario, asked=ask_parent_id is not None, size=size, held=held, quota_mb=CHAT.upload_quota_mb)
         if why:
-            log.warning("upload by %r refused (%s, %d bytes, %d held): %s", user, scenario.name, size, held, why)
-            raise HTTPException(status_code=413 if scenario.takes_files or ask_parent_id else 403, detail=why)
+            log.warning("upload by %r refused (%s, %d bytes, %d held): %s", user, scenario.name, size, held, why.sentence)
+            raise HTTPException(status_code=why.status, detail=why.sentence)
         response = await upload_file(current_user, session_id, file, ask_parent_id)
         UPLOADS.add(session_id, user, json.loads(response.body)["id"], size)
         return response
@@ -323,7 +330,7 @@ if HISTORY.enabled:
 
 def _new_conversation(name: str | None) -> Conversation:
     user = cl.user_session.get("user")
-    scenario = SCENARIOS.get(name or DEFAULT, SCENARIOS[DEFAULT])
+    scenario = _scenario(name)
     who = user.identifier if user else "-"
     docs = DocsSession(DOCS, who, cl.context.session.thread_id, embed=EMBED) if scenario.retrieval else None
     conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=who, docs=docs, session=cl.context.session.thread_id)

@@ -84,7 +84,7 @@ def select(cfg: Config, names: list[str]) -> Selection:
 
 def parse_since(text: str, now: float) -> float:
     """`--since`: a duration ago (600, 90s, 10m, 1.5h) or a local date-time (2026-12-02 14:00[:00], ISO 8601)."""
-    if (ago := durations.seconds(text, ("ms", "s", "m", "h"))) is not None:
+    if (ago := durations.seconds(text, durations.CLOCK)) is not None:
         return now - ago
     try:
         stamp = datetime.fromisoformat(text.strip())

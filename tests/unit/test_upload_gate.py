@@ -19,7 +19,7 @@ def test_only_scenarios_that_read_files_take_them_unless_the_app_asked():
     assert [s.name for s in SCENARIOS.values() if s.takes_files] == [DOCS.name, COPY.name]
     for scenario in (ONBOARDING, GENERAL):
         why = upload_gate.refusal(scenario, asked=False, size=10, held=0, quota_mb=500)
-        assert why is not None and f"{scenario.name} reads no files" in why
+        assert why is not None and why.status == 403 and f"{scenario.name} reads no files" in why.sentence
         assert upload_gate.refusal(scenario, asked=True, size=10, held=0, quota_mb=500) is None  # an AskFileMessage
     assert upload_gate.refusal(DOCS, asked=False, size=10, held=0, quota_mb=500) is None
 
@@ -27,10 +27,10 @@ def test_only_scenarios_that_read_files_take_them_unless_the_app_asked():
 def test_the_quota_counts_what_is_held_and_this_file_and_says_the_sizes():
     assert upload_gate.refusal(DOCS, asked=False, size=1 * MB, held=499 * MB, quota_mb=500) is None  # exactly full
     why = upload_gate.refusal(COPY, asked=False, size=1 * MB, held=499 * MB + 1, quota_mb=500)
-    assert "499.0 MB held, this one 1.0 MB, the quota 500 MB (chat.upload_quota_mb)" in why, why
-    assert "Delete old conversations" in why
+    assert why.status == 413 and "499.0 MB held, this one 1.0 MB, the quota 500 MB (chat.upload_quota_mb)" in why.sentence, why
+    assert "Delete old conversations" in why.sentence
     small = upload_gate.refusal(DOCS, asked=True, size=36_000, held=36_000, quota_mb=0.05)
-    assert "35 KB held, this one 35 KB, the quota 0.05 MB" in small, small
+    assert small.status == 413 and "35 KB held, this one 35 KB, the quota 0.05 MB" in small.sentence, small
 
 
 def test_pending_files_count_for_their_user_until_settled_or_their_session_ends():

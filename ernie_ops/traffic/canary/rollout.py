@@ -45,7 +45,7 @@ from ernie_ops.traffic.runbook import CutoverResult, Outcome, Runbook, Step
 
 def parse_duration(text: str) -> float:
     """'600', '90s', '10m', '1.5h' -> seconds."""
-    value = durations.seconds(text, ("ms", "s", "m", "h"))
+    value = durations.seconds(text, durations.CLOCK)
     if value is None:
         raise UsageError(f"'{text}' is not a duration; write seconds or a number with s, m or h (e.g. 10m)")
     return value
