@@ -581,10 +581,12 @@ async def _settle(files: list, kept: list, stored: bool = True) -> None:
     `stored=False`: asked-for files, whose kept copies `_keep_with_message` already sent as new elements."""
     kept_ids = {f.id for f in kept}
     dropped = [f for f in files if f.id not in kept_ids]
+    session = cl.context.session
     for f in dropped:
+        session.files.pop(f.id, None)  # the page still shows the file: its link now answers 404, not a 500 with a traceback
         if getattr(f, "path", None):
             Path(f.path).unlink(missing_ok=True)
-    UPLOADS.settle(cl.context.session.id, [f.id for f in files])
+    UPLOADS.settle(session.id, [f.id for f in files])
     if HISTORY.enabled and stored:
         from chainlit.data import get_data_layer
 

@@ -95,6 +95,9 @@ async def main(url: str, user: str, password: str) -> dict:
                 return out  # nothing to send: the test shows why
             out["docs_replies"] = await page.send([good["id"], broken["id"]], said=2)  # indexed; refused
             out["docs_session"] = page.id
+            # the page shows both files under the message and fetches them: the refused one is gone from the session
+            out["docs_fetch"] = [(await http.get(f"/project/file/{f['id']}", params={"session_id": page.id})).status_code
+                                 for f in (good, broken)]  # fmt: skip
             # the quota (the test sets it just above a few KB): the first fills it, the next is refused with the sizes
             filler = ("notes.txt", "备忘。".encode() * 4000, "text/plain")
             out["quota"] = [await page.upload(http, *filler), await page.upload(http, *filler)]

@@ -250,6 +250,7 @@ def test_uploads_only_where_files_are_read_stored_only_once_accepted_and_within_
         assert "runbook.md" in replies and "report.pdf" in replies, got["docs_replies"]  # indexed; refused with its reason
         files_dir = state / ".files" / got["docs_session"]
         assert not (files_dir / broken["id"]).exists(), sorted(p.name for p in files_dir.iterdir())  # gone at once
+        assert got["docs_fetch"] == [200, 404], got["docs_fetch"]  # the page's link to the refused file: not a 500
         first, second = got["quota"]
         assert first["status"] == 200, first
         assert second["status"] == 413 and "0.05 MB (chat.upload_quota_mb)" in second["detail"], second
