@@ -110,7 +110,8 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
         if cfg.pool.replicas > 1:  # every replica a server of the include: no canary split, no single routed port
             text = gw.read_upstream()
             in_rotation = gateway.in_rotation(text)
-            pool = {"size": cfg.pool.replicas, "replicas": list(gateway.marks_of(text)), "in_rotation": in_rotation}
+            pool = {"size": cfg.pool.replicas, "replicas": list(gateway.marks_of(text)), "in_rotation": in_rotation,
+                    "held": gateway.held_of(text)}  # fmt: skip
             shares = gateway.shares(dict.fromkeys(in_rotation, 1))
         else:
             shares = gateway.shares(gw.weights())
@@ -137,9 +138,11 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
     if code is not None and code != 200:
         problems.append(f"gateway /health is {code}: the routed instance {routed} does not serve")
     if pool is not None and len(pool["in_rotation"]) < pool["size"]:
-        out = [p for p in pool["replicas"] if p not in pool["in_rotation"]]
-        why = f" ({', '.join(map(str, out))} taken out: `ernie-ops logs` says why)" if out else ""
-        problems.append(f"the pool serves from {len(pool['in_rotation'])} of its {pool['size']} replicas{why}")
+        out = [p for p in pool["replicas"] if p not in pool["in_rotation"] and p not in pool["held"]]
+        why = [f"{', '.join(map(str, out))} taken out: `ernie-ops logs` says why"] if out else []
+        why += [f"{p} held out by an upgrade ({reason}): `ernie-ops apply` replaces it again" for p, reason in pool["held"].items()]
+        said = f" ({'; '.join(why)})" if why else ""
+        problems.append(f"the pool serves from {len(pool['in_rotation'])} of its {pool['size']} replicas{said}")
     if pool is not None and (full := saturated(pool["in_rotation"], instances)):
         warnings.append(full)
     if live is not None and routed is not None and live != routed and not split:

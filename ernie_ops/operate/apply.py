@@ -39,7 +39,9 @@ from ernie_ops.host import state, systemd
 from ernie_ops.traffic import cutover as cutover_mod
 from ernie_ops.traffic import hostops, marks, pool_plan, pool_route, pool_upgrade
 from ernie_ops.traffic.canary import rollout
-from ernie_ops.traffic.gateway import Gateway, GatewayError, marked_down, marks_of, render_pool, render_upstream
+from ernie_ops.traffic.canary.replica_gate import ReplicaGate
+from ernie_ops.traffic.canary.watch import RealMeter
+from ernie_ops.traffic.gateway import Gateway, GatewayError, held_of, marked_down, marks_of, render_pool, render_upstream
 
 CHAT_UNIT = "ernie-chainlit.service"
 MODES = ("cutover", "restart", "none")
@@ -233,9 +235,15 @@ class RealApplyHost:
         ops = hostops.RealHost(cfg)
         try:
             with state.cutover_lock(Path(cfg.paths.state_dir), f"pool upgrade of {', '.join(map(str, stale))}"):
-                down = marked_down(self.upstream_text(cfg))  # the watch's
+                text = self.upstream_text(cfg)
+                down, held = marked_down(text), held_of(text)  # the watch's marks, an earlier upgrade's holds
                 timeouts = pool_upgrade.Timeouts(start=start_timeout)
-                upgrade = pool_upgrade.PoolUpgrade(ops, replicas, steps, timeouts, down=down, eval_gate=cfg.cutover.eval)
+                gate = None
+                if rollout.Plan.chosen(cfg.cutover).watched:  # a canary configured: each new replica judged against the old
+                    gate = ReplicaGate(cfg.cutover, lambda ports: RealMeter(cfg, ports), time.sleep)
+                upgrade = pool_upgrade.PoolUpgrade(
+                    ops, replicas, steps, timeouts, down=down, eval_gate=cfg.cutover.eval, slo_gate=gate, held=held
+                )
                 return upgrade.run().as_dict()
         finally:
             ops.close()
@@ -490,11 +498,12 @@ def _apply_pool(
     r = route(cfg)
     res.route = r.as_dict()
     extra = [config_path, cfg.model.path]
+    held = held_of(host.upstream_text(cfg))
     actions = []
     for port in r.replicas:
         seen = look(host, systemd.unit_name(port), extra)
         _forgive_config(cfg, applied, seen, "engine", config_path)
-        actions.append(decide_replica(seen, port, mode, start))
+        actions.append(decide_replica(seen, port, mode, start, held.get(port)))
     res.actions += actions
     if check:
         return []
@@ -530,19 +539,18 @@ def _apply_pool(
     return [("engine", systemd.unit_name(p), extra) for p in replicas] if all(a.error is None for a in res.actions) else []
 
 
-def decide_replica(seen: Seen, port: int, mode: str, start: bool) -> Action:
-    """One replica of a pool: started when it does not run; one whose inputs changed is replaced by the pool upgrade
-    (traffic/pool_upgrade.py: replica by replica, a surge where the slot has room, else in place), or, in mode none,
-    left for `ernie-ops apply` to do."""
+def decide_replica(seen: Seen, port: int, mode: str, start: bool, held: str | None = None) -> Action:
+    """One replica of a pool: started when it does not run; one whose inputs changed, or that an earlier upgrade holds
+    out of rotation (`held`: a gate it failed), is replaced by the pool upgrade (traffic/pool_upgrade.py: replica by
+    replica, a surge where the slot has room, else in place), or, in mode none, left for `ernie-ops apply` to do."""
     unit = seen.unit
     if action := _not_running("engine", seen, start, f"replica {port} does not serve: start it"):
         return action
-    if seen.stale:
-        changed = ", ".join(seen.newer)
+    if seen.stale or held:
+        why = f"changed since {unit} started: {', '.join(seen.newer)}" if seen.stale else f"held out of rotation by an upgrade: {held}"
         if mode == "none":
-            return Action("engine", unit, "pending", f"changed since {unit} started: {changed}; not applied (mode none): "
-                          "run `ernie-ops apply`", newer=seen.newer)  # fmt: skip
-        return Action("engine", unit, "upgrade", f"changed since {unit} started: {changed}", target=str(port), newer=seen.newer)
+            return Action("engine", unit, "pending", f"{why}; not applied (mode none): run `ernie-ops apply`", newer=seen.newer)
+        return Action("engine", unit, "upgrade", why, target=str(port), newer=seen.newer)
     return _serving(seen)
 
 

@@ -51,12 +51,17 @@ def render_split(source: int, target: int, percent: int, sticky: str = "none") -
 SESSION_KEY = "$ernie_session_key"  # the chat's thread id or a client's X-Session-Id (nginx/ernie-ops.conf)
 
 
-def render_pool(ports: list[int], balance: str = "least_conn", down: frozenset[int] = frozenset()) -> str:
+def render_pool(
+    ports: list[int], balance: str = "least_conn", down: frozenset[int] = frozenset(), held: dict[int, str] | None = None
+) -> str:
     """A pool of replicas in rotation (docs/design/replica-pool.md): every port a `server`, `down` ones marked so (out
     of rotation, the line kept for the watch to put back), balanced by `least_conn` (or nginx's round robin); requests
     with a session key go by the keyed twin (`render_keyed`), so few conversations move when a replica leaves. A refused
     connection is retried on the next replica before any byte is sent (proxy_next_upstream) and skips the dead one
-    for 5 s (max_fails=1 fail_timeout=5s). The shared zone makes every worker balance from the same counts."""
+    for 5 s (max_fails=1 fail_timeout=5s). The shared zone makes every worker balance from the same counts.
+    `held`: port -> why an upgrade left it out (a gate it failed): `down` with a `# held:` comment, which the watch
+    never puts back however well it answers /health (`held_of`)."""
+    held = held or {}
     if not ports:
         raise ValueError("a pool needs at least one port")
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -65,7 +70,10 @@ def render_pool(ports: list[int], balance: str = "least_conn", down: frozenset[i
         lines.append("least_conn;\n")
     elif balance != "round_robin":
         raise ValueError(f"balance {balance!r} is not least_conn or round_robin")
-    lines += [f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s{' down' if p in down else ''};\n" for p in sorted(ports)]
+    for p in sorted(ports):
+        mark = " down" if p in down or p in held else ""
+        note = f" {HELD}{held_note(held[p])}" if p in held else ""
+        lines.append(f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s{mark};{note}\n")
     return "".join(lines)
 
 
@@ -91,6 +99,21 @@ def marks_of(text: str) -> dict[int, bool]:
     return {int(m.group(1)): bool(re.search(r"\bdown\b", m.group(2))) for m in SERVER_LINE.finditer(text)}
 
 
+HELD = "# held: "
+HELD_NOTE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b[^;#]*;[ \t]*" + re.escape(HELD) + r"(.*)$", re.M)
+
+
+def held_note(why: str) -> str:
+    """A hold's reason as the include keeps it: its first line (a newline would end the comment), at most 200 chars."""
+    first = (why.strip().splitlines() or ["held"])[0].strip()
+    return first if len(first) <= 200 else first[:199] + "…"
+
+
+def held_of(text: str) -> dict[int, str]:
+    """Port -> why an upgrade holds it out of rotation (`render_pool`'s `held`): the watch leaves these alone."""
+    return {int(m.group(1)): m.group(2).strip() for m in HELD_NOTE.finditer(text)}
+
+
 def marked_down(text: str) -> frozenset[int]:
     """The ports an include marks `down` (out of rotation: the pool watch's, or an upgrade step's)."""
     return frozenset(p for p, down in marks_of(text).items() if down)
@@ -102,7 +125,9 @@ def in_rotation(text: str) -> list[int]:
 
 
 def with_marks(text: str, down: frozenset[int]) -> str:
-    """The include with exactly the ports in `down` marked `down` (the pool watch's one edit); nothing else changes."""
+    """The include with exactly the ports in `down` marked `down` (the pool watch's one edit), held ones always so;
+    nothing else changes."""
+    down = down | frozenset(held_of(text))
 
     def mark(m: re.Match) -> str:
         params = re.sub(r"\s+down\b", "", m.group(2))
@@ -304,16 +329,20 @@ class Gateway:
         """A canary step: `percent` of requests to `target` (`render_split`)."""
         self._replace(render_split(source, target, percent, sticky))
 
-    def route_pool(self, ports: list[int], balance: str = "least_conn", down: frozenset[int] | None = None) -> None:
-        """Every replica in `ports` a server (`render_pool`), the `down` ones out of rotation; `down` None: a port the
-        pool watch has marked `down` stays so."""
-        if down is None:
+    def route_pool(
+        self, ports: list[int], balance: str = "least_conn", down: frozenset[int] | None = None, held: dict[int, str] | None = None
+    ) -> None:
+        """Every replica in `ports` a server (`render_pool`), the `down` ones out of rotation, the `held` ones out with
+        their reason; None: as the include has them (a port the watch marked `down` stays so, a held one stays held)."""
+        if down is None or held is None:
             try:
-                marked = marks_of(self.read_upstream())
+                text = self.read_upstream()
             except GatewayError:
-                marked = {}  # no include yet
-            down = frozenset(p for p in ports if marked.get(p))
-        self._replace(render_pool(ports, balance, down))
+                text = ""  # no include yet
+            marked, kept = marks_of(text), held_of(text)
+            down = frozenset(p for p in ports if marked.get(p)) if down is None else down
+            held = {p: why for p, why in kept.items() if p in ports} if held is None else held
+        self._replace(render_pool(ports, balance, down, held))
 
     def mark_down(self, down: frozenset[int]) -> None:
         """Take the ports in `down` out of rotation and put every other back (the pool watch), on the include as it is."""

@@ -210,8 +210,8 @@ class RealHost:
         snap = self.metrics(port)
         return None if snap is None else snap.in_flight
 
-    def route_pool(self, ports: list[int], down: frozenset[int]) -> None:
-        self.gw.route_pool(ports, self.cfg.pool.balance, down)
+    def route_pool(self, ports: list[int], down: frozenset[int], held: dict[int, str]) -> None:
+        self.gw.route_pool(ports, self.cfg.pool.balance, down, held)
 
     def memory_problem(self, source: int | None, target: int) -> str | None:
         return memory_budget_problem(self.cfg, source, target)

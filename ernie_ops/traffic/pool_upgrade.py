@@ -7,12 +7,17 @@ Per step, in slot order:
   in place  take the replica out of rotation (its line marked `down`), drain it, stop it, start it again (the new
             version: its files changed), gate it, put it back.
 Every step first stops the watch's and a cutover's hands (the state lock, held for the whole upgrade).
+With a canary configured (`cutover.canary_steps` or `bake_seconds`), each new replica in rotation is judged against
+the replicas still on the old version (`SloGate`, canary/replica_gate.py) before its old one drains: the pool's
+canary steps are its replicas.
 
 Undo, per step: a surge that fails before its rewrite stops the new instance (the old one never stopped serving);
-a refused rewrite leaves the include as it was (the gateway restores it) and stops the new one. An in-place step
-that fails after its stop cannot bring the old version back (its files are the new version's): the replica stays out
-of rotation, the others serve, and the error says so with what to do. Steps after a failed one do not run. A rerun
-converges: the caller plans only the replicas still on old inputs (`apply`).
+a refused rewrite leaves the include as it was (the gateway restores it) and stops the new one; a new replica that
+fails the SLO gate gives its place back to the old one (still warm: it drains only after the gate) and stops. An
+in-place step that fails after its stop cannot bring the old version back (its files are the new version's): the
+replica is *held* out of rotation (`down` with its reason in the include, which the watch never undoes however well
+it answers /health), the others serve, and the error says so with what to do. Steps after a failed one do not run.
+A rerun converges: the caller plans the replicas still on old inputs and the held ones (`apply`).
 
 Everything done to the host goes through `PoolOps` (RealHost: hostops.RealHost plus the pool's include), so every
 undo path is unit-tested against tests/harness/pool_host.py in milliseconds.
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 from ernie_ops.config import EvalGateConfig
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.evaluate import gate as quality
+from ernie_ops.traffic.canary import slo
 from ernie_ops.traffic.pool_plan import ReplicaStep
 from ernie_ops.traffic.runbook import Step
 
@@ -52,8 +58,9 @@ class PoolOps(Protocol):
     def in_flight(self, port: int) -> float | None:
         """Requests running or waiting on `port` (vLLM's /metrics); None when it does not answer."""
 
-    def route_pool(self, ports: list[int], down: frozenset[int]) -> None:
-        """The include: every port a server, `down` ones out of rotation (write, nginx -t, reload; restored on failure)."""
+    def route_pool(self, ports: list[int], down: frozenset[int], held: dict[int, str]) -> None:
+        """The include: every port a server, `down` ones out of rotation, `held` ones out with their reason (write,
+        nginx -t, reload; restored on failure)."""
 
     def evaluate(self, path: str, port: int) -> EvalReport:
         """The golden set at `path` against the instance on `port` (the quality gate)."""
@@ -61,6 +68,11 @@ class PoolOps(Protocol):
     def monotonic(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
+
+
+class SloGate(Protocol):
+    def judge(self, new: int, baseline: list[int]) -> slo.Verdict:
+        """`new`'s SLO verdict over its own window, against the `baseline` replicas (none: absolute limits only)."""
 
 
 @dataclass
@@ -75,6 +87,7 @@ class PoolResult:
     ok: bool = False
     replicas: list[int] = field(default_factory=list)  # the port serving in each slot at the end
     down: list[int] = field(default_factory=list)  # out of rotation at the end: the watch's marks, a failed in-place step's replica
+    held: dict[int, str] = field(default_factory=dict)  # of those, the ones a failed gate holds out, with the reason
     steps: list[Step] = field(default_factory=list)
     error: str | None = None
 
@@ -96,6 +109,8 @@ class PoolUpgrade:
         on_step: Callable[[Step], None] | None = None,
         down: frozenset[int] = frozenset(),
         eval_gate: EvalGateConfig | None = None,
+        slo_gate: SloGate | None = None,
+        held: dict[int, str] | None = None,
     ):
         self.host, self.t = host, timeouts or Timeouts()
         self.replicas = list(replicas)  # the port serving in each slot, updated as steps land
@@ -104,6 +119,10 @@ class PoolUpgrade:
         self.on_step = on_step or (lambda step: None)
         self.eval_gate = eval_gate if eval_gate is not None and eval_gate.file else None  # the first new replica's
         self.judged = False  # the quality gate has passed once: later replicas are not asked again
+        self.slo_gate = slo_gate
+        self.held: dict[int, str] = dict(held or {})  # held out by an earlier run's failed gate (also in `down`)
+        self.down |= set(self.held)
+        self.upgraded: set[int] = set()  # replicas on the new version: never another's SLO baseline
         self.result = PoolResult(replicas=self.replicas)
 
     def run(self) -> PoolResult:
@@ -114,6 +133,7 @@ class PoolUpgrade:
         except ErnieOpsError as exc:
             self.result.error = str(exc)
         self.result.replicas, self.result.down = list(self.replicas), sorted(self.down)
+        self.result.held = dict(self.held)
         return self.result
 
     # -- steps --------------------------------------------------------------------------------
@@ -128,6 +148,12 @@ class PoolUpgrade:
         except ErnieOpsError as exc:
             self._undo(f"{where}: undo: stop {s.new}", lambda: self._stop(s.new))
             raise StepFailed(f"{where}: {exc}; {s.new} stopped, {s.old} kept serving; {self._left()}") from None
+        self.upgraded.add(s.new)
+        if self.slo_gate is not None:
+            try:
+                self._do(f"{where}: SLO {s.new}", lambda: self._slo(s.new))
+            except ErnieOpsError as exc:
+                self._give_back(where, s, str(exc))
         self._do(f"{where}: drain {s.old}", lambda: self._drain(s.old))
         self._do(f"{where}: stop {s.old}", lambda: self._stop(s.old))
         self._do(f"{where}: {s.new} at boot", lambda: self._boot(s.new, s.old))
@@ -143,18 +169,40 @@ class PoolUpgrade:
             self._do(f"{where}: restart {port}", lambda: self._restart(port))
             self._do(f"{where}: gate {port}", lambda: self._gate(port))
             if self._quality_pending():  # judged against a replica still on the old version, if one serves
-                old = next((p for p in self.replicas if p != port and p not in self.down), None)
+                old = next((p for p in self._baseline(port)), None)
                 self._do(f"{where}: quality {port}", lambda: self._quality(port, old))
         except ErnieOpsError as exc:
-            raise StepFailed(
-                f"{where}: {exc}; {port} stays out of rotation ({self._left()}): its files are the new version's, so the old "
-                f"one cannot come back on it; fix the cause and run `ernie-ops apply` again, or put the previous version "
-                "back (upgrade.yml with it) and run it"
-            ) from None
+            self._hold(where, port, str(exc))
+            raise StepFailed(f"{where}: {exc}; {port} stays out of rotation ({self._left()}): {self._fix()}") from None
+        self.upgraded.add(port)
         try:
             self._do(f"{where}: {port} back in rotation", lambda: self._rotation(port, out=False))
         except ErnieOpsError as exc:
             raise StepFailed(f"{where}: {port} serves the new version but {exc}; it stays out of rotation ({self._left()})") from None
+        if self.slo_gate is not None:
+            try:
+                self._do(f"{where}: SLO {port}", lambda: self._slo(port))
+            except ErnieOpsError as exc:
+                self._hold(where, port, str(exc))
+                raise StepFailed(f"{where}: {exc}; {port} is held out of rotation ({self._left()}): {self._fix()}") from None
+
+    def _give_back(self, where: str, s: ReplicaStep, why: str) -> None:
+        """A surge's new replica failed the SLO gate: the old one (still warm, never drained) takes its place back, the
+        new one stops. If nginx refuses that, both keep running and the new one keeps its place: nothing is stopped."""
+        try:
+            self._do(f"{where}: undo: {s.old} back in place of {s.new}", lambda: self._route(s.new, s.old))
+        except ErnieOpsError as exc:
+            raise StepFailed(f"{where}: {why}; then putting {s.old} back failed: {exc}; both run, {s.new} serves") from None
+        self.upgraded.discard(s.new)
+        self._undo(f"{where}: undo: stop {s.new}", lambda: self._stop(s.new))
+        raise StepFailed(f"{where}: {why}; {s.old} back in rotation, {s.new} stopped; {self._left()}")
+
+    def _fix(self) -> str:
+        return (
+            "its files are the new version's, so the old one cannot come back on it; fix the cause and run "
+            "`ernie-ops apply` again (it replaces a held replica again), or put the previous version back (upgrade.yml "
+            "with it) and run it"
+        )
 
     # -- actions ------------------------------------------------------------------------------
     def _start(self, port: int) -> str:
@@ -187,17 +235,37 @@ class PoolUpgrade:
         self.judged = True
         return verdict.sentence
 
+    def _slo(self, port: int) -> str:
+        gate = self.slo_gate
+        assert gate is not None
+        v = gate.judge(port, self._baseline(port))
+        if v.result == slo.PASS:
+            return f"pass: {v.reason}"
+        if v.result == slo.FAIL:
+            raise StepFailed(f"{port} failed the SLO gate: {v.reason}")
+        raise StepFailed(f"{port} could not be judged by the SLO gate in time: {v.reason}")
+
+    def _baseline(self, port: int) -> list[int]:
+        """The replicas still on the old version and in rotation: what a new one is compared with."""
+        return [p for p in self.replicas if p != port and p not in self.down and p not in self.upgraded]
+
     def _route(self, old: int, new: int) -> str:
         replicas = [new if p == old else p for p in self.replicas]
-        self.host.route_pool(replicas, frozenset(self.down))
-        self.replicas[:] = replicas
+        held = {p: why for p, why in self.held.items() if p in replicas}
+        self.host.route_pool(replicas, frozenset(self.down & set(replicas)), held)
+        self.replicas[:], self.held = replicas, held
         return f"rotation: {', '.join(map(str, replicas))}"
 
-    def _rotation(self, port: int, out: bool) -> str:
+    def _rotation(self, port: int, out: bool, held: str | None = None) -> str:
         down = (self.down | {port}) if out else (self.down - {port})
-        self.host.route_pool(list(self.replicas), frozenset(down))
-        self.down = set(down)
+        holds = {p: why for p, why in self.held.items() if p != port} | ({port: held} if held else {})
+        self.host.route_pool(list(self.replicas), frozenset(down), holds)
+        self.down, self.held = set(down), holds
         return f"in rotation: {', '.join(str(p) for p in self.replicas if p not in self.down) or 'none'}"
+
+    def _hold(self, where: str, port: int, why: str) -> None:
+        """Out of rotation with the reason, so the watch does not put it back when its /health answers."""
+        self._undo(f"{where}: hold {port} out of rotation", lambda: self._rotation(port, out=True, held=why))
 
     def _drain(self, port: int) -> str:
         t0 = self.host.monotonic()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ernie_ops.errors import ErnieOpsError
 from ernie_ops.host.state import LockHeld
+from ernie_ops.traffic.gateway import held_of, marks_of
 
 FAILS_TO_LEAVE = 2  # misses in a row: one lost probe (a GC pause) moves nothing
 OKS_TO_RETURN = 2
@@ -45,13 +46,14 @@ class Tracker:
     fails: dict[int, int] = field(default_factory=dict)
     oks: dict[int, int] = field(default_factory=dict)
 
-    def observe(self, results: dict[int, str | None], down: frozenset[int]) -> list[Change]:
-        """`results`: port -> None (healthy) or what failed; `down`: the ports the include marks down now."""
+    def observe(self, results: dict[int, str | None], down: frozenset[int], held: frozenset[int] = frozenset()) -> list[Change]:
+        """`results`: port -> None (healthy) or what failed; `down`: the ports the include marks down now; `held`:
+        those an upgrade holds out (a gate it failed): healthy is not enough for them to come back."""
         changes: list[Change] = []
         for port in sorted(results):  # counts first, and returns before leaves: a returning replica lets another go
             if results[port] is None:
                 self.fails[port], self.oks[port] = 0, self.oks.get(port, 0) + 1
-                if port in down and self.oks[port] >= OKS_TO_RETURN:
+                if port in down and port not in held and self.oks[port] >= OKS_TO_RETURN:
                     changes.append(Change(port, False, f"/health answered {self.oks[port]} times in a row"))
             else:
                 self.oks[port], self.fails[port] = 0, self.fails.get(port, 0) + 1
@@ -73,15 +75,16 @@ class Round:
 
 def watch_once(
     tracker: Tracker,
-    read_marks: Callable[[], dict[int, bool]],
+    read_include: Callable[[], str],
     probe: Callable[[int], str | None],
     apply_marks: Callable[[frozenset[int]], None],
 ) -> Round:
-    """One round: read the pool (port -> marked down) from the include, probe every replica, and write the marks the
-    probes call for (`apply_marks` raises LockHeld while a cutover owns the include: this round is skipped)."""
-    marks = read_marks()
+    """One round: read the pool (each port, marked down or not, held or not) from the include, probe every replica, and
+    write the marks the probes call for (`apply_marks` raises LockHeld while a cutover owns the include: skipped)."""
+    text = read_include()
+    marks = marks_of(text)
     down = frozenset(p for p, is_down in marks.items() if is_down)
-    changes = tracker.observe({port: probe(port) for port in marks}, down)
+    changes = tracker.observe({port: probe(port) for port in marks}, down, frozenset(held_of(text)))
     if not changes:
         return Round([], down)
     new_down = (down | {c.port for c in changes if c.down}) - {c.port for c in changes if not c.down}
@@ -113,7 +116,7 @@ def run(
     from ernie_ops.host import state
     from ernie_ops.serving import probe
     from ernie_ops.traffic.canary.rollout import journal
-    from ernie_ops.traffic.gateway import Gateway, marks_of
+    from ernie_ops.traffic.gateway import Gateway
 
     gw = Gateway(cfg.gateway, cfg.pool.session_affinity)
     state_dir = Path(cfg.paths.state_dir)
@@ -134,7 +137,7 @@ def run(
     n, said, written = 0, None, None  # `written`: the down ports the Prometheus marks were last written for
     with client:
         while (rounds is None or n < rounds) and not stopped():
-            r = watch_once(tracker, lambda: marks_of(gw.read_upstream()), health, apply)
+            r = watch_once(tracker, gw.read_upstream, health, apply)
             if r.skipped and r.skipped != said and not r.skipped.startswith("another cutover"):
                 say(f"warning: {r.skipped}")  # once per reason, not every round
             said = r.skipped

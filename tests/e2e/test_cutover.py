@@ -531,7 +531,8 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
     (kill -9, the out-of-memory killer's pick) is restarted by systemd and rejoins by itself, and once its port refused
     no request failed (before that, the requests it held and any it answered with an error while dying: printed).
     Then a vLLM setting changes and `apply` replaces the replicas one at a time, in place (a CPU host has no room for
-    a surge), under load: nothing lost, one replica always serving."""
+    a surge), under load, each new replica judged by the canary SLO against the other before the next goes (the
+    host's canary is configured): nothing lost, one replica always serving."""
     routed = status(sb)["routed_port"]
     other = 8001 if routed == 8000 else 8000
     conf = yaml.safe_load(sb.run("cat /etc/ernie-ops/ernie.yaml").stdout)
@@ -553,7 +554,7 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
     assert marks(sb) == {8000: False, 8001: False}
     assert bench["failed"] == bench["cut"] == 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     st = status(sb)
-    assert st["pool"] == {"size": 2, "replicas": [8000, 8001], "in_rotation": [8000, 8001]}, st
+    assert st["pool"] == {"size": 2, "replicas": [8000, 8001], "in_rotation": [8000, 8001], "held": {}}, st
     assert sorted(set(served_by(sb, 8))) == ["127.0.0.1:8000", "127.0.0.1:8001"]  # least_conn: both take requests
     for port, core in ((8000, "0"), (8001, "1")):  # each replica on its own core
         api = engine_pid(sb, f"ernie-vllm@{port}.service")
@@ -615,8 +616,9 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
         for port in (hung, killed):
             assert f"replica {port} out of rotation: " in watch and f"replica {port} back in rotation: " in watch, watch
 
-        # 4. a vLLM setting changes: replaced one replica at a time, in place, under load
+        # 4. a vLLM setting changes: replaced one replica at a time, in place, under load, each judged by the SLO gate
         conf["vllm"]["max_num_seqs"] = 6
+        conf["cutover"]["bake_seconds"] = 5  # a canary configured: in a pool, each new replica against the old ones
         sb.write("/etc/ernie-ops/ernie.yaml", yaml.safe_dump(conf, sort_keys=False), mode="0644")
         load = Load(sb, streams=4, plain_threads=2)
         t0 = time.monotonic()
@@ -630,6 +632,9 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
         print(f"  bench: {bench['ok']} ok, {bench['failed']} failed, {bench['cut']} cut, upstreams {bench['upstreams']}; "
               f"openai max_retries=0: {plain['ok']} ok, {plain['failed']} failed")  # fmt: skip
         assert code == 0 and upgrade["result"]["ok"], up
+        slo = {s["name"].split()[-1]: s["detail"] for s in upgrade["result"]["steps"] if " SLO " in s["name"]}
+        assert list(slo) == ["8000", "8001"] and all(d.startswith("pass: ") for d in slo.values()), slo
+        assert upgrade["result"]["held"] == {}
         assert sorted(a["unit"] for a in up["actions"] if a["action"] == "upgrade") == [
             "ernie-vllm@8000.service",
             "ernie-vllm@8001.service",

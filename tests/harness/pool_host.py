@@ -20,6 +20,7 @@ class FakePoolHost:
     units: dict[int, str]
     rotation: list[int]
     down: frozenset[int] = frozenset()
+    held: dict[int, str] = field(default_factory=dict)  # port -> why an upgrade holds it out (the include's `# held:`)
     enabled: dict[int, bool] = field(default_factory=dict)
     fail: set[tuple[str, int]] = field(default_factory=set)
     busy: set[int] = field(default_factory=set)  # ports whose requests never drain
@@ -65,12 +66,12 @@ class FakePoolHost:
             return None
         return 2.0 if port in self.busy else 0.0
 
-    def route_pool(self, ports: list[int], down: frozenset[int]) -> None:
+    def route_pool(self, ports: list[int], down: frozenset[int], held: dict[int, str]) -> None:
         self.routes += 1
         self.calls.append(("route", tuple(ports), tuple(sorted(down))))
         if self.refuse_routes_from is not None and self.routes >= self.refuse_routes_from:
             raise GatewayError("nginx -t failed: unknown directive")  # the include left as it was
-        self.rotation, self.down = list(ports), frozenset(down)
+        self.rotation, self.down, self.held = list(ports), frozenset(down) | frozenset(held), dict(held)
 
     def evaluate(self, path: str, port: int) -> run.EvalReport:
         self._call("evaluate", port)

@@ -495,3 +495,14 @@ def test_routing_a_new_replica_after_a_surge_keeps_the_slot_the_surge_moved(tmp_
     res = apply.apply(cfg, CONF, services=("engine",), host=host)
     assert res.ok and host.calls == [f"enable {POOL[1]}", f"start {POOL[1]}", "pool upgrade 8000", "route pool 8001,8002"]
     assert res.route["replicas"] == [8001, 8002]
+
+
+def test_a_replica_an_upgrade_held_out_is_replaced_again_by_the_next_apply_though_nothing_changed(tmp_path):
+    cfg = _pool_cfg(tmp_path, None)
+    host = FakeHost({u: {"active": "active", "started": 5} for u in POOL}, {CONF: 9_990.0})  # both on the new inputs
+    host.upstream = gateway.render_pool([8000, 8002], held={8000: "8000 failed the SLO gate: ttft p90 0.4 s"})
+    res = apply.apply(cfg, CONF, services=("engine",), host=host)
+    assert res.ok and [a.action for a in res.actions] == ["upgrade", "none"] and host.calls == ["pool upgrade 8000"]
+    assert res.actions[0].reason == "held out of rotation by an upgrade: 8000 failed the SLO gate: ttft p90 0.4 s"
+    pending = apply.apply(cfg, CONF, services=("engine",), host=host, mode="none")
+    assert [a.action for a in pending.actions] == ["pending", "none"]

@@ -4,6 +4,7 @@ every undo, in milliseconds."""
 from __future__ import annotations
 
 from ernie_ops.config import EvalGateConfig
+from ernie_ops.traffic.canary import slo
 from ernie_ops.traffic.pool_plan import ReplicaStep
 from ernie_ops.traffic.pool_upgrade import PoolUpgrade, Timeouts
 from tests.harness.pool_host import FakePoolHost
@@ -84,7 +85,8 @@ def test_an_in_place_replica_that_does_not_come_back_stays_out_of_rotation_and_s
     res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000), in_place(1, 8001)]).run()
     assert not res.ok and res.down == [8000] and host.in_rotation() == [8001]
     assert "8000 stays out of rotation (1 of 2 replicas serve: 8001)" in res.error
-    assert "run `ernie-ops apply` again, or put the previous version back" in res.error
+    assert "run `ernie-ops apply` again (it replaces a held replica again), or put the previous version back" in res.error
+    assert res.held == {8000: res.held[8000]} and "did not start" in res.held[8000] and host.held == res.held  # the watch leaves it out
     assert ("route", (8000, 8001), (8000, 8001)) not in host.calls  # slot 1 untouched
 
 
@@ -142,3 +144,61 @@ def test_in_place_the_new_version_is_judged_against_a_replica_still_on_the_old_o
     res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000)], eval_gate=GOLDEN).run()
     assert not res.ok and res.down == [8000] and ("evaluate", 8001) in host.calls
     assert "quality: 8000 passed 0 of 1 case" in res.error and "stays out of rotation" in res.error
+
+
+class ScriptedSlo:
+    """The SLO gate's verdicts per new replica (default: pass), and the baselines it was asked to compare with."""
+
+    def __init__(self, verdicts: dict[int, str] | None = None):
+        self.verdicts, self.asked = verdicts or {}, []
+
+    def judge(self, new: int, baseline: list[int]) -> slo.Verdict:
+        self.asked.append((new, baseline))
+        result = self.verdicts.get(new, slo.PASS)
+        check = slo.Check("ttft p90", result, "0.400s over 0.060s (2x baseline 0.030s)" if result == slo.FAIL else "0.030s")
+        return slo.Verdict(result, [check], slo.Side(new), None)
+
+
+def test_each_new_replica_is_judged_against_the_old_ones_still_serving_before_its_old_one_drains():
+    host = FakePoolHost(units={8000: "active", 8002: "active", 8004: "active"}, rotation=[8000, 8002, 8004])
+    gate = ScriptedSlo()
+    steps = [surge(0, 8000, 8001, 3), surge(1, 8002, 8003, 3), surge(2, 8004, 8005, 3)]
+    res = PoolUpgrade(host, [8000, 8002, 8004], steps, slo_gate=gate).run()
+    assert res.ok and gate.asked == [(8001, [8002, 8004]), (8003, [8004]), (8005, [])]  # the last: the limits alone
+    names = [s.name for s in res.steps]
+    assert names.index("slot 0 (gpu 0): SLO 8001") < names.index("slot 0 (gpu 0): drain 8000")
+
+
+def test_a_surge_replica_failing_the_slo_gives_its_place_back_to_the_warm_old_one_and_stops():
+    host = gpu_host()
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), surge(1, 8002, 8003)], slo_gate=ScriptedSlo({8001: slo.FAIL})).run()
+    assert not res.ok and res.replicas == [8000, 8002] and host.in_rotation() == [8000, 8002]
+    assert host.units == {8000: "active", 8001: "inactive", 8002: "active"}  # 8000 never stopped, slot 1 never began
+    assert ("stop", 8000) not in host.calls and res.held == {}
+    assert "8001 failed the SLO gate: ttft p90: 0.400s over 0.060s" in res.error and "8000 back in rotation, 8001 stopped" in res.error
+
+
+def test_a_surge_replica_failing_the_slo_whose_way_back_nginx_refuses_keeps_serving_and_nothing_stops():
+    host = gpu_host()
+    host.refuse_routes_from = 2  # the new one's rewrite is taken; putting the old one back is refused
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], slo_gate=ScriptedSlo({8001: slo.FAIL})).run()
+    assert not res.ok and host.in_rotation() == [8001, 8002] and host.units[8000] == host.units[8001] == "active"
+    assert "putting 8000 back failed: nginx -t failed" in res.error and "both run, 8001 serves" in res.error
+
+
+def test_in_place_a_replica_failing_the_slo_is_held_out_and_the_next_apply_replaces_it_again():
+    host = FakePoolHost(units={8000: "active", 8001: "active"}, rotation=[8000, 8001])
+    res = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000), in_place(1, 8001)], slo_gate=ScriptedSlo({8000: slo.INCONCLUSIVE})).run()
+    assert not res.ok and host.in_rotation() == [8001] and list(res.held) == [8000] and host.held == res.held
+    assert "could not be judged by the SLO gate in time" in res.held[8000] and "is held out of rotation (1 of 2" in res.error
+    assert ("stop", 8001) not in host.calls  # slot 1 keeps the old version and serves
+    # the next run (apply plans a held replica again): the hold goes once its step passes every gate
+    rerun = PoolUpgrade(host, [8000, 8001], [in_place(0, 8000)], slo_gate=ScriptedSlo(), held=res.held).run()
+    assert rerun.ok and rerun.held == {} and host.held == {} and host.in_rotation() == [8000, 8001]
+
+
+def test_a_hold_survives_the_rewrites_of_other_slots():
+    host = FakePoolHost(units={8000: "active", 8002: "active"}, rotation=[8000, 8002], held={8002: "failed the SLO gate"})
+    host.down = frozenset({8002})
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], held=dict(host.held)).run()
+    assert res.ok and host.held == {8002: "failed the SLO gate"} and host.in_rotation() == [8001]

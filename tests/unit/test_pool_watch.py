@@ -47,7 +47,7 @@ def test_a_round_writes_the_marks_the_probes_call_for_and_skips_while_a_cutover_
 
     t = Tracker()
     for _ in range(2):
-        r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+        r = watch_once(t, lambda: include, health.get, apply)
     assert [c.port for c in r.changes] == [8002] and writes == [frozenset({8002})]
     assert "server 127.0.0.1:8002 max_fails=1 fail_timeout=5s down;" in include and gateway.parse_ports(include) == [8000]
 
@@ -55,10 +55,10 @@ def test_a_round_writes_the_marks_the_probes_call_for_and_skips_while_a_cutover_
         raise LockHeld("another cutover is running (pid 7, cutover to 8001)")
 
     health[8002] = None
-    watch_once(t, lambda: gateway.marks_of(include), health.get, held)
-    r = watch_once(t, lambda: gateway.marks_of(include), health.get, held)
+    watch_once(t, lambda: include, health.get, held)
+    r = watch_once(t, lambda: include, health.get, held)
     assert r.changes == [] and "another cutover is running" in r.skipped
-    r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)  # the lock is free again: it comes back now
+    r = watch_once(t, lambda: include, health.get, apply)  # the lock is free again: it comes back now
     assert [c.sentence() for c in r.changes] == ["replica 8002 back in rotation: /health answered 3 times in a row"]
     assert gateway.parse_ports(include) == [8000, 8002] and "down" not in include
 
@@ -85,11 +85,11 @@ def test_a_write_nginx_refuses_is_said_and_tried_again_next_round_not_the_end_of
         include = gateway.with_marks(include, down)
 
     t = Tracker()
-    watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
-    r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+    watch_once(t, lambda: include, health.get, apply)
+    r = watch_once(t, lambda: include, health.get, apply)
     assert r.changes == [] and r.skipped.startswith("the include was left as it was: nginx -t failed") and "down" not in include
     refusing = False
-    r = watch_once(t, lambda: gateway.marks_of(include), health.get, apply)
+    r = watch_once(t, lambda: include, health.get, apply)
     assert [c.port for c in r.changes] == [8002] and gateway.marks_of(include) == {8000: False, 8002: True}
 
 
@@ -142,3 +142,24 @@ def test_the_watch_rewrites_the_pools_marks_when_another_writer_took_a_replica_o
         servers[0].server_close()
     assert written == [{a: False, b: False}, {a: False, b: True}], written  # at the start, and once when b went out
     assert said == [], said  # no change of its own: b is dead and already out
+
+
+def test_a_replica_an_upgrade_holds_out_never_comes_back_however_well_it_answers():
+    include = gateway.render_pool([8000, 8002], held={8002: "8002 failed the SLO gate: ttft p90 0.4 s\nover 0.06 s"})
+    assert "server 127.0.0.1:8002 max_fails=1 fail_timeout=5s down; # held: 8002 failed the SLO gate: ttft p90 0.4 s\n" in include
+    assert gateway.held_of(include) == {8002: "8002 failed the SLO gate: ttft p90 0.4 s"} and gateway.in_rotation(include) == [8000]
+    writes: list[frozenset[int]] = []
+
+    def apply(down: frozenset[int]) -> None:
+        nonlocal include
+        writes.append(down)
+        include = gateway.with_marks(include, down)
+
+    t = Tracker()
+    for _ in range(4):  # healthy, round after round
+        r = watch_once(t, lambda: include, {8000: None, 8002: None}.get, apply)
+    assert r.changes == [] and writes == [] and r.down == frozenset({8002})
+    # the watch's one edit never clears a hold, even when asked to (another replica leaving, say)
+    assert gateway.held_of(gateway.with_marks(include, frozenset())) == {8002: "8002 failed the SLO gate: ttft p90 0.4 s"}
+    assert gateway.in_rotation(gateway.with_marks(include, frozenset())) == [8000]
+    assert gateway.held_of(gateway.render_keyed(include)) == gateway.held_of(include)  # the keyed twin holds it out too

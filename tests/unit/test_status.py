@@ -230,12 +230,19 @@ def test_a_pool_shows_its_replicas_in_rotation_and_one_taken_out_is_a_problem(tm
     )
     st = status.collect(config.load(str(path)), unit_state=unit("active"))
     assert (
-        st.pool == {"size": 2, "replicas": sorted([foreign, other]), "in_rotation": [foreign]} and st.split == {} and st.routed_port is None
+        st.pool == {"size": 2, "replicas": sorted([foreign, other]), "in_rotation": [foreign], "held": {}}
+        and st.split == {}
+        and st.routed_port is None
     )
     assert [i.routed for i in st.instances] == [True, False]
     assert f"the pool serves from 1 of its 2 replicas ({other} taken out: `ernie-ops logs` says why)" in st.problems
     assert not any("splits traffic" in p for p in st.problems), st.problems
     assert status_view.header(st).plain.endswith(f"pool 1 of 2 in rotation: {foreign}")
+    # held out by an upgrade's failed gate: the reason and what brings it back
+    upstream.write_text(gateway.render_pool([foreign, other], held={other: f"{other} failed the SLO gate: ttft p90 0.4 s"}))
+    st = status.collect(config.load(str(path)), unit_state=unit("active"))
+    said = f"{other} held out by an upgrade ({other} failed the SLO gate: ttft p90 0.4 s): `ernie-ops apply` replaces it again"
+    assert f"the pool serves from 1 of its 2 replicas ({said})" in st.problems, st.problems
 
 
 def test_a_pool_is_saturated_when_every_replica_in_rotation_has_requests_waiting():

@@ -118,13 +118,36 @@ class Side:
     ttft: Histogram = field(default_factory=Histogram)
     itl: Histogram = field(default_factory=Histogram)
     problem: str | None = None  # it did not answer /metrics, or restarted: the window says nothing else about it
+    also: tuple[int, ...] = ()  # a pooled side's other ports (`pooled`)
+
+    @property
+    def label(self) -> str:
+        return "+".join(str(p) for p in (self.port, *self.also))
 
     def summary(self) -> str:
         if self.problem:
-            return f"{self.port}: {self.problem}"
+            return f"{self.label}: {self.problem}"
         q = self.ttft.quantile(0.99)
         i = self.itl.quantile(0.99)
-        return f"{self.port}: {self.requests} req, {self.failed} failed, ttft p99 {_s(q)}, itl p99 {_s(i)} ({self.ttft.count:.0f} timed)"
+        return f"{self.label}: {self.requests} req, {self.failed} failed, ttft p99 {_s(q)}, itl p99 {_s(i)} ({self.ttft.count:.0f} timed)"
+
+
+def pooled(sides: list[Side]) -> Side:
+    """Several instances judged as one side (a pool's replicas still on the old version, the baseline of a new one):
+    their requests, failures and latencies summed. A side that cannot be measured is left out and named only when
+    none can (then the baseline says nothing, as one instance's would)."""
+    if not sides:
+        raise ValueError("no side to pool")
+    ports = tuple(s.port for s in sides)
+    good = [s for s in sides if s.problem is None]
+    if not good:
+        return Side(ports[0], problem="; ".join(str(s.problem) for s in sides), also=ports[1:])
+    out = Side(ports[0], also=ports[1:])
+    for s in good:
+        out.requests += s.requests
+        out.failed += s.failed
+        out.ttft, out.itl = out.ttft.plus(s.ttft), out.itl.plus(s.itl)
+    return out
 
 
 @dataclass
@@ -196,7 +219,7 @@ def _errors(canary: Side, baseline: Side | None, slo: SloConfig, min_requests: i
             return Check(
                 "errors",
                 FAIL,
-                f"{said}, worse than baseline {baseline.port} ({baseline.failed} of {baseline.requests}, at most {_pct(b_hi)})",
+                f"{said}, worse than baseline {baseline.label} ({baseline.failed} of {baseline.requests}, at most {_pct(b_hi)})",
             )
     if hi <= slo.max_error_rate and n >= min_requests:
         return Check("errors", PASS, f"{said}, within {_pct(slo.max_error_rate)}")

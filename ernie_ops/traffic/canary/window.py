@@ -51,6 +51,20 @@ class Histogram:
             out.append((le, d))
         return Histogram(tuple(out))
 
+    def plus(self, other: Histogram) -> Histogram:
+        """Two instances' observations in one histogram (a pool's old replicas as one baseline), on the union of their
+        bounds: at a bound one of them lacks, its count is that of its largest bound below (what it surely had)."""
+        if not other.buckets:
+            return self
+        if not self.buckets:
+            return other
+
+        def at(h: Histogram, le: float) -> float:
+            return max((n for b, n in h.buckets if b <= le), default=0.0)
+
+        bounds = sorted({b for b, _ in self.buckets} | {b for b, _ in other.buckets})
+        return Histogram(tuple((le, at(self, le) + at(other, le)) for le in bounds))
+
     def quantile(self, q: float) -> float | None:
         """Prometheus' histogram_quantile: linear inside the bucket; None without requests."""
         return histogram_quantile(q, list(self.buckets))

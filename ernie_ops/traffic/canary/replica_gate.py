@@ -1,0 +1,49 @@
+"""The canary SLO of a pool upgrade (issue 33): each new replica judged against the replicas still on the old version.
+
+In a pool the canary's steps are the replicas: a new replica in rotation carries its share of the traffic as a
+canary step would, so there is no split to set. Once the upgrade has put a new replica in rotation, this gate
+watches it beside the old replicas still serving, with the cutover's own settings (`cutover.step_min_seconds`,
+`step_min_requests`, `step_max_seconds`, `interval_seconds`, `window_seconds`, `slo`): the old replicas' counters
+summed are the baseline (`slo.pooled`); with none left (the last replica of the pool) latency is judged against the
+absolute limits only, as in a bake. The verdict is returned, never acted on here: a pass after step_min_seconds lets
+the upgrade go on; a fail, or a verdict still inconclusive after step_max_seconds, stops it (`pool_upgrade` undoes
+what it can). The gate's own synthetic requests fill a side that has too few, as the single-instance canary's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ernie_ops.config import CutoverConfig
+from ernie_ops.traffic.canary import slo
+from ernie_ops.traffic.canary.watch import Meter, Windows
+
+
+class ReplicaGate:
+    """`judge(new, baseline)`: one replica's SLO verdict over its own window (`meter_factory`: a Meter of the ports)."""
+
+    def __init__(self, co: CutoverConfig, meter_factory: Callable[[list[int]], Meter], sleep: Callable[[float], None]):
+        self.co, self.meter_factory, self.sleep = co, meter_factory, sleep
+
+    def judge(self, new: int, baseline: list[int]) -> slo.Verdict:
+        meter = self.meter_factory([new, *baseline])
+        try:
+            return self._watch(meter, new, baseline)
+        finally:
+            meter.quiet()  # before any drain that follows: a drain waits for no request in flight
+            meter.close()
+
+    def _watch(self, meter: Meter, new: int, baseline: list[int]) -> slo.Verdict:
+        co = self.co
+        w = Windows(meter.tick(), co.window_seconds)
+        need = slo.target_requests(co.slo, co.step_min_requests)
+        while True:
+            self.sleep(co.interval_seconds)
+            w.add(meter.tick())
+            base = slo.pooled([w.phase(p) for p in baseline]) if baseline else None
+            v = slo.judge(w.phase(new), base, co.slo, co.step_min_requests)
+            if v.result == slo.FAIL or (v.result == slo.PASS and w.seconds >= co.step_min_seconds) or w.seconds >= co.step_max_seconds:
+                return v
+            for port in (new, *baseline):
+                side = w.phase(port)
+                meter.want(port, side.problem is None and (side.requests < need or v.result == slo.INCONCLUSIVE))
