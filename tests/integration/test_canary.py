@@ -192,12 +192,13 @@ def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_o
     (`render_pool`, written with its keyed twin by `Gateway.write_upstream`). Requests without a key meet both; every
     request of one session, sent by the chat's own client with its thread id, meets one instance, and the sessions
     spread over both. Then one instance hangs (SIGSTOP: its port still accepts): the pool watch takes it out of
-    rotation, every request meets the other; it resumes: the watch puts it back."""
+    rotation, every request meets the other; it resumes: the watch puts it back. Last, an upgrade holds it out (a
+    gate it failed: `# held:` on its line, which nginx -t takes): healthy as it is, the watch leaves it out."""
     import asyncio
 
     from ernie_ops.client.gateway import GatewayClient, ReplyStats, Timeouts
     from ernie_ops.traffic import pool_watch
-    from ernie_ops.traffic.gateway import Gateway, marks_of, render_pool
+    from ernie_ops.traffic.gateway import Gateway, held_of, marks_of, render_pool
     from tests.harness.tiny_model import SERVED_NAME
 
     gw = Gateway(site.cfg.gateway)
@@ -237,6 +238,11 @@ def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_o
         hung.resume()
         pool_watch.run(site.cfg, lines.append, rounds=3)
         marks_back = marks_of(gw.read_upstream())
+        gw.route_pool([site.a, site.b], held={site.b: f"{site.b} failed the SLO gate: ttft p90 0.4 s; {{it's}} # slow"})
+        time.sleep(1.0)
+        pool_watch.run(site.cfg, lines.append, rounds=3)
+        held_text = gw.read_upstream()
+        while_held = plain(10)
     finally:
         hung.resume()
         gw.write_upstream(before)
@@ -250,6 +256,8 @@ def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_o
     assert marks_hung == {site.a: False, site.b: True} and while_hung == {a}, (marks_hung, while_hung)
     assert lines[1:] == [f"replica {site.b} back in rotation: /health answered 2 times in a row"], lines
     assert marks_back == {site.a: False, site.b: False}
+    assert held_of(held_text) == {site.b: f"{site.b} failed the SLO gate: ttft p90 0.4 s; {{it's}} # slow"}, held_text
+    assert marks_of(held_text) == {site.a: False, site.b: True} and while_held == {a} and len(lines) == 2, (held_text, lines)
 
 
 def test_a_cutover_killed_mid_canary_is_flagged_and_a_rerun_takes_it_over(site):
