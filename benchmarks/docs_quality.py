@@ -40,7 +40,7 @@ from pathlib import Path
 
 import yaml
 
-from ernie_ops.docs import store, tokens
+from ernie_ops.docs import index_file, terms, tokens
 from ernie_ops.docs.chunk import chunk
 from ernie_ops.docs.config import DocsConfig
 from ernie_ops.docs.extract import extract
@@ -146,27 +146,27 @@ def chunked(corpus: Sequence[Document], size: int, overlap: int) -> dict[str, li
 @contextlib.contextmanager
 def passage_only() -> Iterator[None]:
     """Experiment: indexes built inside index each passage's text alone, without its heading path (the product indexes
-    the heading path with it: store.token_source). Bench only: flips store.INDEX_HEADINGS for the duration."""
-    old = store.INDEX_HEADINGS
-    store.INDEX_HEADINGS = False
+    the heading path with it: terms.token_source). Bench only: flips terms.INDEX_HEADINGS for the duration."""
+    old = terms.INDEX_HEADINGS
+    terms.INDEX_HEADINGS = False
     try:
         yield
     finally:
-        store.INDEX_HEADINGS = old
+        terms.INDEX_HEADINGS = old
 
 
 @contextlib.contextmanager
 def porter_stemming() -> Iterator[None]:
     """Experiment: indexes created inside declare FTS5 `tokenize='porter unicode61 ...'` (English stems; CJK tokens
     pass through unchanged). Bench only: swaps the store's schema text for the duration."""
-    old = store._SCHEMA
+    old = index_file.SCHEMA
     if STORE_TOKENIZE not in old:
         raise RuntimeError(f"store schema no longer declares {STORE_TOKENIZE!r}; update the porter experiment")
-    store._SCHEMA = old.replace(STORE_TOKENIZE, "tokenize = 'porter unicode61 remove_diacritics 2'")
+    index_file.SCHEMA = old.replace(STORE_TOKENIZE, "tokenize = 'porter unicode61 remove_diacritics 2'")
     try:
         yield
     finally:
-        store._SCHEMA = old
+        index_file.SCHEMA = old
 
 
 STORE_TOKENIZE = "tokenize = 'unicode61 remove_diacritics 2'"

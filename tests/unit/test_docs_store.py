@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.docs import store
+from ernie_ops.docs import index_file, store, terms
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope, StoreError
 from ernie_ops.files import sqlite_file
@@ -178,7 +178,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
 
 
 def test_a_writer_that_waits_too_long_gets_a_sentence(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(index_file, "BUSY_TIMEOUT_MS", 200)
     path = tmp_path / "docs.sqlite"
     idx = Index(path)
     other = sqlite3.connect(path, isolation_level=None)
@@ -262,10 +262,10 @@ def test_a_newer_schema_is_refused(tmp_path):
     path = tmp_path / "docs.sqlite"
     Index(path).close()
     conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
+    conn.execute(f"PRAGMA user_version = {index_file.SCHEMA_VERSION + 1}")
     conn.close()
     with pytest.raises(
-        StoreError, match=rf"written by a newer ernie-ops \(index schema {store.SCHEMA_VERSION + 1}, this one knows 1\); upgrade"
+        StoreError, match=rf"written by a newer ernie-ops \(index schema {index_file.SCHEMA_VERSION + 1}, this one knows 1\); upgrade"
     ):
         Index(path)
 
@@ -381,7 +381,7 @@ def test_a_passage_is_found_by_its_heading_path_but_shows_and_covers_only_its_ow
 
 def test_an_index_from_before_heading_paths_were_indexed_is_reindexed_on_open(tmp_path, monkeypatch):
     path = tmp_path / "docs.sqlite"
-    monkeypatch.setattr(store, "INDEX_HEADINGS", False)  # stands for the older code: the passage text alone
+    monkeypatch.setattr(terms, "INDEX_HEADINGS", False)  # stands for the older code: the passage text alone
     with Index(path) as idx:
         idx.add("vpn.md", "s", 1, "markdown", [Chunk("网关地址为 vpn.example.com。", 0, 0, 22, heading=("配置指南",))])
         assert idx.search("配置指南", Scope(), k=5) == []
@@ -389,11 +389,11 @@ def test_an_index_from_before_heading_paths_were_indexed_is_reindexed_on_open(tm
     conn.execute("DELETE FROM meta WHERE key = 'token_source'")  # an index written before the key existed
     conn.commit()
     conn.close()
-    monkeypatch.setattr(store, "INDEX_HEADINGS", True)
+    monkeypatch.setattr(terms, "INDEX_HEADINGS", True)
     with Index(path) as idx:
         (hit,) = idx.search("配置指南", Scope(), k=5)
         assert hit.text == "网关地址为 vpn.example.com。"
-    assert _raw(path, "SELECT value FROM meta WHERE key = 'token_source'") == [(store.TOKEN_SOURCE,)]
+    assert _raw(path, "SELECT value FROM meta WHERE key = 'token_source'") == [(terms.TOKEN_SOURCE,)]
 
 
 # ---- dense ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.docs import store as docs_store
+from ernie_ops.docs import index_file
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, StoreError
 from ernie_ops.files import sqlite_file
@@ -46,7 +46,7 @@ def nothing_moved(directory: Path) -> None:
 
 
 def test_a_busy_document_index_is_reported_busy_and_kept(tmp_path, monkeypatch):
-    monkeypatch.setattr(docs_store, "BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(index_file, "BUSY_TIMEOUT_MS", 200)
     path = tmp_path / "docs.sqlite"
     with Index(path) as idx:
         idx.add("a.md", "sha-a", 5, "text", [Chunk("alpha", 0, 0, 5)])
