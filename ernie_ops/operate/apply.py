@@ -238,12 +238,13 @@ class RealApplyHost:
                 text = self.upstream_text(cfg)
                 down, held = marked_down(text), held_of(text)  # the watch's marks, an earlier upgrade's holds
                 timeouts = pool_upgrade.Timeouts(start=start_timeout)
-                gate = None
-                if rollout.Plan.chosen(cfg.cutover).watched:  # a canary configured: each new replica judged against the old
+                plan, gate = rollout.Plan.chosen(cfg.cutover), None
+                if plan.watched:  # a canary configured: each new replica judged against the old ones, then the bake
                     gate = ReplicaGate(cfg.cutover, lambda ports: RealMeter(cfg, ports), time.sleep)
                 upgrade = pool_upgrade.PoolUpgrade(
-                    ops, replicas, steps, timeouts, down=down, eval_gate=cfg.cutover.eval, slo_gate=gate, held=held
-                )
+                    ops, replicas, steps, timeouts, down=down, eval_gate=cfg.cutover.eval, slo_gate=gate, held=held,
+                    bake_seconds=plan.bake_seconds,
+                )  # fmt: skip
                 return upgrade.run().as_dict()
         finally:
             ops.close()

@@ -74,6 +74,9 @@ class SloGate(Protocol):
     def judge(self, new: int, baseline: list[int]) -> slo.Verdict:
         """`new`'s SLO verdict over its own window, against the `baseline` replicas (none: absolute limits only)."""
 
+    def bake(self, ports: list[int], seconds: float) -> slo.Verdict:
+        """The new replicas together over `seconds`, against the absolute limits."""
+
 
 @dataclass
 class Timeouts:
@@ -111,6 +114,7 @@ class PoolUpgrade:
         eval_gate: EvalGateConfig | None = None,
         slo_gate: SloGate | None = None,
         held: dict[int, str] | None = None,
+        bake_seconds: float = 0.0,
     ):
         self.host, self.t = host, timeouts or Timeouts()
         self.replicas = list(replicas)  # the port serving in each slot, updated as steps land
@@ -123,12 +127,21 @@ class PoolUpgrade:
         self.held: dict[int, str] = dict(held or {})  # held out by an earlier run's failed gate (also in `down`)
         self.down |= set(self.held)
         self.upgraded: set[int] = set()  # replicas on the new version: never another's SLO baseline
+        self.bake_seconds = bake_seconds if slo_gate is not None else 0.0
+        self.warm: list[ReplicaStep] = []  # surges whose old replica stays loaded (out of rotation) until the bake passed
         self.result = PoolResult(replicas=self.replicas)
 
     def run(self) -> PoolResult:
         try:
-            for step in self.steps:
-                (self._surge if step.surge else self._in_place)(step)
+            try:
+                for step in self.steps:
+                    (self._surge if step.surge else self._in_place)(step)
+                if self.bake_seconds > 0 and self.upgraded:
+                    self._do(f"pool: bake {self.bake_seconds:g} s", self._bake)
+            except ErnieOpsError as exc:
+                raise StepFailed(f"{exc}{self._roll_back_warm()}") from None
+            for s in self.warm:  # the bake passed: only now do the old replicas go
+                self._retire(f"slot {s.slot} ({s.device})", s)
             self.result.ok = True
         except ErnieOpsError as exc:
             self.result.error = str(exc)
@@ -154,9 +167,48 @@ class PoolUpgrade:
                 self._do(f"{where}: SLO {s.new}", lambda: self._slo(s.new))
             except ErnieOpsError as exc:
                 self._give_back(where, s, str(exc))
+        if self.bake_seconds > 0:
+            self.warm.append(s)  # its old replica stays loaded: a failed bake puts it back at once
+            return
+        self._retire(where, s)
+
+    def _retire(self, where: str, s: ReplicaStep) -> None:
         self._do(f"{where}: drain {s.old}", lambda: self._drain(s.old))
         self._do(f"{where}: stop {s.old}", lambda: self._stop(s.old))
         self._do(f"{where}: {s.new} at boot", lambda: self._boot(s.new, s.old))
+
+    def _bake(self) -> str:
+        gate = self.slo_gate
+        assert gate is not None
+        ports = [p for p in self.replicas if p in self.upgraded and p not in self.down]
+        v = gate.bake(ports, self.bake_seconds)
+        if v.result == slo.PASS:
+            return f"pass: {v.reason}"
+        outcome = "failed" if v.result == slo.FAIL else "could not be judged"
+        raise StepFailed(f"the pool's bake ({', '.join(map(str, ports))}) {outcome}: {v.reason}")
+
+    def _roll_back_warm(self) -> str:
+        """After a failure: every surge whose old replica is still loaded goes back to it (last first); what is said of
+        it, appended to the error. In-place replicas cannot go back (their files are the new version's)."""
+        back, stuck = [], []
+        for s in reversed(self.warm):
+            where = f"slot {s.slot} ({s.device})"
+            try:
+                self._do(f"{where}: rollback: {s.old} back in place of {s.new}", lambda s=s: self._route(s.new, s.old))
+            except ErnieOpsError:
+                stuck.append(s.new)
+                continue
+            self.upgraded.discard(s.new)
+            self._undo(f"{where}: rollback: stop {s.new}", lambda s=s: self._stop(s.new))
+            back.append(s.old)
+        self.warm = []
+        said = f"; rolled back to the old version on {', '.join(map(str, back))} (loaded all along)" if back else ""
+        if stuck:
+            said += f"; {', '.join(map(str, stuck))} could not be rolled back (nginx refused) and still serve"
+        kept = [p for p in self.replicas if p in self.upgraded]
+        if back and kept:
+            said += f"; {', '.join(map(str, kept))} stay on the new version (replaced in place)"
+        return said
 
     def _in_place(self, s: ReplicaStep) -> None:
         where, port = f"slot {s.slot} ({s.device})", s.old

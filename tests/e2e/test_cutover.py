@@ -531,8 +531,8 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
     (kill -9, the out-of-memory killer's pick) is restarted by systemd and rejoins by itself, and once its port refused
     no request failed (before that, the requests it held and any it answered with an error while dying: printed).
     Then a vLLM setting changes and `apply` replaces the replicas one at a time, in place (a CPU host has no room for
-    a surge), under load, each new replica judged by the canary SLO against the other before the next goes (the
-    host's canary is configured): nothing lost, one replica always serving."""
+    a surge), under load, each new replica judged by the canary SLO against the other before the next goes, then both
+    through a bake (the host's canary is configured): nothing lost, one replica always serving."""
     routed = status(sb)["routed_port"]
     other = 8001 if routed == 8000 else 8000
     conf = yaml.safe_load(sb.run("cat /etc/ernie-ops/ernie.yaml").stdout)
@@ -634,6 +634,8 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
         assert code == 0 and upgrade["result"]["ok"], up
         slo = {s["name"].split()[-1]: s["detail"] for s in upgrade["result"]["steps"] if " SLO " in s["name"]}
         assert list(slo) == ["8000", "8001"] and all(d.startswith("pass: ") for d in slo.values()), slo
+        baked = [s for s in upgrade["result"]["steps"] if s["name"] == "pool: bake 5 s"]  # both new, judged together
+        assert len(baked) == 1 and baked[0]["ok"] and baked[0]["detail"].startswith("pass: "), baked
         assert upgrade["result"]["held"] == {}
         assert sorted(a["unit"] for a in up["actions"] if a["action"] == "upgrade") == [
             "ernie-vllm@8000.service",

@@ -202,3 +202,50 @@ def test_a_hold_survives_the_rewrites_of_other_slots():
     host.down = frozenset({8002})
     res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)], held=dict(host.held)).run()
     assert res.ok and host.held == {8002: "failed the SLO gate"} and host.in_rotation() == [8001]
+
+
+class BakingSlo(ScriptedSlo):
+    def __init__(self, verdicts: dict[int, str] | None = None, bake: str = slo.PASS):
+        super().__init__(verdicts)
+        self.bake_result, self.baked = bake, []
+
+    def bake(self, ports: list[int], seconds: float) -> slo.Verdict:
+        self.baked.append((ports, seconds))
+        check = slo.Check("errors", self.bake_result, "9 of 40 failed" if self.bake_result == slo.FAIL else "0 of 40 failed")
+        return slo.Verdict(self.bake_result, [check], slo.Side(ports[0]), None)
+
+
+def test_with_a_bake_the_old_replicas_of_a_surge_stay_loaded_until_the_whole_pool_passed_it():
+    host = gpu_host()
+    gate = BakingSlo()
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), surge(1, 8002, 8003)], slo_gate=gate, bake_seconds=30).run()
+    assert res.ok and gate.baked == [([8001, 8003], 30)] and host.in_rotation() == [8001, 8003]
+    names = [s.name for s in res.steps]
+    assert names.index("pool: bake 30 s") < names.index("slot 0 (gpu 0): stop 8000")  # no old replica stopped before
+    assert host.units == {8000: "inactive", 8001: "active", 8002: "inactive", 8003: "active"}
+
+
+def test_a_failed_bake_puts_every_surge_back_on_its_old_replica_still_loaded():
+    host = gpu_host()
+    gate = BakingSlo(bake=slo.FAIL)
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), surge(1, 8002, 8003)], slo_gate=gate, bake_seconds=30).run()
+    assert not res.ok and res.replicas == [8000, 8002] and host.in_rotation() == [8000, 8002]
+    assert host.units == {8000: "active", 8001: "inactive", 8002: "active", 8003: "inactive"}
+    assert ("stop", 8000) not in host.calls and ("stop", 8002) not in host.calls  # never cold: no start to wait for
+    assert res.error.startswith("the pool's bake (8001, 8003) failed: errors: 9 of 40 failed")
+    assert "rolled back to the old version on 8002, 8000 (loaded all along)" in res.error
+
+
+def test_a_later_slot_failing_rolls_the_earlier_loaded_surges_back_too_and_says_what_stays_new():
+    host = FakePoolHost(units={8000: "active", 8002: "active", 8004: "active"}, rotation=[8000, 8002, 8004])
+    host.fail.add(("start", 8003))
+    steps = [surge(0, 8000, 8001, 3), surge(1, 8002, 8003, 3), in_place(2, 8004, 3)]
+    res = PoolUpgrade(host, [8000, 8002, 8004], steps, slo_gate=BakingSlo(), bake_seconds=30).run()
+    assert not res.ok and host.in_rotation() == [8000, 8002, 8004] and host.units[8001] == "inactive"
+    assert "8003 stopped, 8002 kept serving" in res.error and "rolled back to the old version on 8000" in res.error
+    # an in-place replica cannot go back: the sentence names it
+    host = FakePoolHost(units={8000: "active", 8002: "active"}, rotation=[8000, 8002])
+    gate = BakingSlo(bake=slo.FAIL)
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), in_place(1, 8002)], slo_gate=gate, bake_seconds=5).run()
+    assert not res.ok and host.in_rotation() == [8000, 8002]
+    assert "rolled back to the old version on 8000" in res.error and "8002 stay on the new version (replaced in place)" in res.error

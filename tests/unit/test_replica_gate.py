@@ -128,3 +128,12 @@ def test_pooled_sides_sum_and_a_side_that_cannot_be_measured_is_left_out():
     assert both.ttft.buckets == ((0.1, 8.0), (0.5, 13.0), (1.0, 15.0), (float("inf"), 15.0))
     none = slo.pooled([slo.Side(8000, problem="restarted"), slo.Side(8002, problem="does not answer")])
     assert none.problem == "restarted; does not answer"
+
+
+def test_the_bake_judges_the_new_replicas_together_for_its_whole_time_and_fails_at_once():
+    g, _, clock = gate({8001: Replica(), 8003: Replica()})
+    v = g.bake([8001, 8003], 20)
+    assert v.result == slo.PASS and 20 <= clock[0] < 21 and v.canary.label == "8001+8003"
+    g, _, clock = gate({8001: Replica(), 8003: Replica(fail_share=0.6)})
+    v = g.bake([8001, 8003], 20)
+    assert v.result == slo.FAIL and clock[0] < 5 and "above max_error_rate" in v.reason, v.reason

@@ -20,7 +20,8 @@ from ernie_ops.traffic.canary.watch import Meter, Windows
 
 
 class ReplicaGate:
-    """`judge(new, baseline)`: one replica's SLO verdict over its own window (`meter_factory`: a Meter of the ports)."""
+    """`judge(new, baseline)`: one replica's SLO verdict over its own window; `bake(ports, seconds)`: the new replicas
+    together, over `seconds` and against the absolute limits (`meter_factory`: a Meter of the ports)."""
 
     def __init__(self, co: CutoverConfig, meter_factory: Callable[[list[int]], Meter], sleep: Callable[[float], None]):
         self.co, self.meter_factory, self.sleep = co, meter_factory, sleep
@@ -31,6 +32,28 @@ class ReplicaGate:
             return self._watch(meter, new, baseline)
         finally:
             meter.quiet()  # before any drain that follows: a drain waits for no request in flight
+            meter.close()
+
+    def bake(self, ports: list[int], seconds: float) -> slo.Verdict:
+        """Every new replica as one side (`slo.pooled`) for `seconds`: a fail at once, a pass once the time is up;
+        still undecided step_max_seconds after it, the verdict as it stands."""
+        meter = self.meter_factory(list(ports))
+        try:
+            co = self.co
+            w = Windows(meter.tick(), co.window_seconds)
+            need = slo.target_requests(co.slo, co.step_min_requests)
+            while True:
+                self.sleep(co.interval_seconds)
+                w.add(meter.tick())
+                v = slo.judge(slo.pooled([w.phase(p) for p in ports]), None, co.slo, co.step_min_requests)
+                if v.result == slo.FAIL or (v.result == slo.PASS and w.seconds >= seconds) or w.seconds >= seconds + co.step_max_seconds:
+                    return v
+                undecided = v.result == slo.INCONCLUSIVE
+                for port in ports:
+                    side = w.phase(port)
+                    meter.want(port, side.problem is None and (side.requests * len(ports) < need or undecided))
+        finally:
+            meter.quiet()
             meter.close()
 
     def _watch(self, meter: Meter, new: int, baseline: list[int]) -> slo.Verdict:
