@@ -15,7 +15,7 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,9 +90,12 @@ class State:
     history: list[dict] = field(default_factory=list)
     # what the caller must tell the operator (a corrupt or unreadable state file); never written to the file
     warnings: list[str] = field(default_factory=list)
+    # a pool's replicas as its upgrades left them: port (a string: JSON) -> {"slot", "version", "since"}
+    replicas: dict[str, dict] = field(default_factory=dict)
 
     def as_file(self) -> dict:
-        return {"active_port": self.active_port, "previous_port": self.previous_port, "history": self.history}
+        out = {"active_port": self.active_port, "previous_port": self.previous_port, "history": self.history}
+        return out | ({"replicas": self.replicas} if self.replicas else {})
 
 
 class _Corrupt(Exception):
@@ -113,7 +116,10 @@ def _parse(raw: bytes) -> State:
     history = data.get("history", [])
     if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
         raise _Corrupt("had a history that is not a list of entries")
-    return State(data.get("active_port"), data.get("previous_port"), list(history))
+    replicas = data.get("replicas", {})
+    if not isinstance(replicas, dict) or not all(isinstance(e, dict) for e in replicas.values()):
+        raise _Corrupt("had replicas that are not an object of entries")
+    return State(data.get("active_port"), data.get("previous_port"), list(history), replicas=dict(replicas))
 
 
 def load(state_dir: Path) -> State:
@@ -145,6 +151,29 @@ def record(state_dir: Path, entry: dict, active_port: int | None, previous_port:
     A corrupt state file is kept aside first (the returned State's `warnings` say where); a file that
     cannot be read, or a directory that cannot be written, is a StateDirError and nothing is overwritten.
     """
+
+    def change(st: State) -> None:
+        st.active_port, st.previous_port = active_port, previous_port
+        st.history = [*st.history, {"at": now_iso(), **entry}][-HISTORY_LIMIT:]
+
+    return _update(state_dir, change)
+
+
+def note_replica(state_dir: Path, port: int, slot: int | None, version: str = "") -> State:
+    """A pool upgrade's step landed: the replica on `port` serves `version` in `slot` since now (slot None: it was
+    stopped, its entry goes). Written at each step, so after a kill -9 the file says where every replica stands."""
+
+    def change(st: State) -> None:
+        if slot is None:
+            st.replicas.pop(str(port), None)
+        else:
+            st.replicas[str(port)] = {"slot": slot, "version": version, "since": now_iso()}
+
+    return _update(state_dir, change)
+
+
+def _update(state_dir: Path, change: Callable[[State], None]) -> State:
+    """Read, change, write atomically (a corrupt file kept aside first)."""
     path = state_dir / STATE_FILE
     try:
         st = _parse(path.read_bytes())
@@ -158,8 +187,7 @@ def record(state_dir: Path, entry: dict, active_port: int | None, previous_port:
         except OSError as err:
             raise _dir_error(state_dir, err, "keep the corrupt state file aside in") from None
         st = State(warnings=[f"state file {path} {exc}; kept it as {aside} and started a new history"])
-    st.active_port, st.previous_port = active_port, previous_port
-    st.history = [*st.history, {"at": now_iso(), **entry}][-HISTORY_LIMIT:]
+    change(st)
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
         # 0644: 0600 would hide the history from `ernie-ops status` run without root

@@ -5,7 +5,9 @@ Kept pure (no process is started here) so unit tests can assert on exactly what 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -71,6 +73,24 @@ def installed_build() -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+PER_REPLICA_ENV = frozenset({"VLLM_CPU_OMP_THREADS_BIND", "CUDA_VISIBLE_DEVICES"})  # the slot's device, not the version
+
+
+def fingerprint(cfg: Config) -> str:
+    """What the host's instances run, in one line: the vLLM distribution and version, and a digest of the engine's
+    command and environment as the config makes them (model path, flags), the replica's own port and device left
+    out, so every replica on one version says the same (the state file's version per replica of a pool)."""
+    build = installed_build()
+    dist = {"cpu": "vllm-cpu", "gpu": "vllm"}.get(build or "", "")
+    version = importlib.metadata.version(dist) if dist else "not installed"
+    port = cfg.instances[0].port
+    cmd = build_command(cfg, port, python="python", env={}, ncpu=1)
+    shown = [a for a in cmd.argv if a != str(port)]
+    kept = sorted((k, v) for k, v in cmd.env.items() if k not in PER_REPLICA_ENV and not v.startswith("/"))  # paths: per port
+    digest = hashlib.sha256(json.dumps([shown, kept]).encode()).hexdigest()[:12]
+    return f"{dist or 'vllm'} {version}, engine {digest}"
 
 
 def resolve_accelerator(setting: str) -> str:

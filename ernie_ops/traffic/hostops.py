@@ -17,7 +17,7 @@ import httpx
 from ernie_ops.client.headers import UPSTREAM_HEADER
 from ernie_ops.config import GPU_BUDGET, Config
 from ernie_ops.errors import ErnieOpsError
-from ernie_ops.host import ports, systemd
+from ernie_ops.host import ports, state, systemd
 from ernie_ops.serving import engine, probe
 from ernie_ops.stats import metrics
 from ernie_ops.traffic.gateway import Gateway
@@ -212,6 +212,9 @@ class RealHost:
 
     def route_pool(self, ports: list[int], down: frozenset[int], held: dict[int, str]) -> None:
         self.gw.route_pool(ports, self.cfg.pool.balance, down, held)
+
+    def note_replica(self, port: int, slot: int | None) -> None:
+        state.note_replica(Path(self.cfg.paths.state_dir), port, slot, engine.fingerprint(self.cfg) if slot is not None else "")
 
     def memory_problem(self, source: int | None, target: int) -> str | None:
         return memory_budget_problem(self.cfg, source, target)

@@ -65,6 +65,9 @@ class PoolOps(Protocol):
     def evaluate(self, path: str, port: int) -> EvalReport:
         """The golden set at `path` against the instance on `port` (the quality gate)."""
 
+    def note_replica(self, port: int, slot: int | None) -> None:
+        """The state file: `port` serves the new version in `slot` (None: it was stopped)."""
+
     def monotonic(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
@@ -155,6 +158,7 @@ class PoolUpgrade:
         try:
             self._do(f"{where}: start {s.new}", lambda: self._start(s.new))
             self._do(f"{where}: gate {s.new}", lambda: self._gate(s.new))
+            self._note(s.new, s.slot)
             if self._quality_pending():
                 self._do(f"{where}: quality {s.new}", lambda: self._quality(s.new, s.old))
             self._do(f"{where}: {s.new} in place of {s.old}", lambda: self._route(s.old, s.new))
@@ -219,6 +223,7 @@ class PoolUpgrade:
         try:
             self._do(f"{where}: drain {port}", lambda: self._drain(port))
             self._do(f"{where}: restart {port}", lambda: self._restart(port))
+            self._note(port, s.slot)
             self._do(f"{where}: gate {port}", lambda: self._gate(port))
             if self._quality_pending():  # judged against a replica still on the old version, if one serves
                 old = next((p for p in self._baseline(port)), None)
@@ -330,6 +335,7 @@ class PoolUpgrade:
 
     def _stop(self, port: int) -> str:
         self.host.stop(port, self.t.stop)
+        self._note(port, None)
         return f"{port} stopped"
 
     def _restart(self, port: int) -> str:
@@ -343,6 +349,14 @@ class PoolUpgrade:
         return f"{new} starts at boot, {old} not"
 
     # -- bookkeeping --------------------------------------------------------------------------
+    def _note(self, port: int, slot: int | None) -> None:
+        """The state file follows each step; one it cannot write is a failed step of its own, never the upgrade's end
+        (the state file is history: the include and the units are the truth)."""
+        try:
+            self.host.note_replica(port, slot)
+        except ErnieOpsError as exc:
+            self._report(Step(f"state file: replica {port}", False, 0.0, str(exc)))
+
     def _do(self, name: str, fn: Callable[[], str]) -> None:
         t0 = time.monotonic()
         try:

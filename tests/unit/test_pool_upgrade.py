@@ -28,6 +28,7 @@ def test_surges_replace_each_replica_by_its_slots_second_port_and_all_keep_servi
     assert res.ok and res.replicas == [8001, 8003] and res.down == [] and res.error is None
     assert host.in_rotation() == [8001, 8003] and host.units == {8000: "inactive", 8001: "active", 8002: "inactive", 8003: "active"}
     assert host.enabled == {8001: True, 8000: False, 8003: True, 8002: False}
+    assert host.versions == {8001: (0, "new"), 8003: (1, "new")}  # the state file: each replica's version, old ones gone
     # the new one is in place (one rewrite) before the old one stops: the pool never has fewer than 2 in rotation
     assert host.calls[:5] == [("start", 8001), ("gate", 8001), ("route", (8001, 8002), ()), ("stop", 8000), ("enable", 8001)]
     assert [s.name for s in res.steps][:6] == [
@@ -233,6 +234,7 @@ def test_a_failed_bake_puts_every_surge_back_on_its_old_replica_still_loaded():
     assert host.units == {8000: "active", 8001: "inactive", 8002: "active", 8003: "inactive"}
     assert ("stop", 8000) not in host.calls and ("stop", 8002) not in host.calls  # never cold: no start to wait for
     assert res.error.startswith("the pool's bake (8001, 8003) failed: errors: 9 of 40 failed")
+    assert host.versions == {}  # the new replicas were stopped again: the state file names none
     assert "rolled back to the old version on 8002, 8000 (loaded all along)" in res.error
 
 

