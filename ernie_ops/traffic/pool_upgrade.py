@@ -209,9 +209,12 @@ class PoolUpgrade:
         said = f"; rolled back to the old version on {', '.join(map(str, back))} (loaded all along)" if back else ""
         if stuck:
             said += f"; {', '.join(map(str, stuck))} could not be rolled back (nginx refused) and still serve"
-        kept = [p for p in self.replicas if p in self.upgraded]
-        if back and kept:
-            said += f"; {', '.join(map(str, kept))} stay on the new version (replaced in place)"
+        kept = [p for p in self.replicas if p in self.upgraded and p not in stuck]
+        if kept:
+            said += (
+                f"; {', '.join(map(str, kept))} stay on the new version (replaced in place: the old one cannot come back on "
+                "them; put the previous version back with upgrade.yml, or fix the cause and run `ernie-ops apply`)"
+            )
         return said
 
     def _in_place(self, s: ReplicaStep) -> None:

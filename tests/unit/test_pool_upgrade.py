@@ -250,4 +250,9 @@ def test_a_later_slot_failing_rolls_the_earlier_loaded_surges_back_too_and_says_
     gate = BakingSlo(bake=slo.FAIL)
     res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001), in_place(1, 8002)], slo_gate=gate, bake_seconds=5).run()
     assert not res.ok and host.in_rotation() == [8000, 8002]
-    assert "rolled back to the old version on 8000" in res.error and "8002 stay on the new version (replaced in place)" in res.error
+    assert "rolled back to the old version on 8000" in res.error and "8002 stay on the new version (replaced in place" in res.error
+    # all in place: a failed bake says every replica runs the new version and what to do
+    host = FakePoolHost(units={8000: "active", 8002: "active"}, rotation=[8000, 8002])
+    res = PoolUpgrade(host, [8000, 8002], [in_place(0, 8000), in_place(1, 8002)], slo_gate=BakingSlo(bake=slo.FAIL), bake_seconds=5).run()
+    assert not res.ok and "rolled back" not in res.error and "8000, 8002 stay on the new version" in res.error, res.error
+    assert "put the previous version back with upgrade.yml" in res.error and host.in_rotation() == [8000, 8002]
