@@ -153,6 +153,8 @@ def collect(cfg: Config, unit_state: UnitQuery = systemd.state) -> Status:
         if inst.model_ok is False:
             problems.append(f"{inst.port} does not serve {cfg.model.served_name}")
     saved = state.load(Path(cfg.paths.state_dir))
+    if pool is not None:  # what each replica runs, as the pool's upgrades noted it (none yet: never upgraded here)
+        pool["versions"] = {int(p): e.get("version", "") for p, e in saved.replicas.items() if p.isdigit() and int(p) in pool["replicas"]}
     last = saved.history[-1] if saved.history else None
     warnings += list(saved.warnings)
     live_rollout = _rollout(Path(cfg.paths.state_dir), split, problems, warnings)

@@ -66,6 +66,12 @@ def header(st: Status) -> Text:
     if st.pool is not None:  # any replica may answer /health: no "answers from" to compare
         rotation = st.pool["in_rotation"]
         listed = ", ".join(map(str, rotation)) or "none"
+        versions = st.pool.get("versions") or {}
+        kinds = sorted(set(versions.values()))
+        if len(kinds) > 1:  # mid-upgrade, or one that stopped half way
+            listed += "  versions: " + "; ".join(f"{p} {v}" for p, v in sorted(versions.items()))
+        elif kinds:
+            listed += f"  on {kinds[0]}"
         return Text(f"gateway {st.gateway_url}  /health {code}  pool {len(rotation)} of {st.pool['size']} in rotation: {listed}")
     return Text(f"gateway {st.gateway_url}  /health {code}  routed {routed}{live}")
 

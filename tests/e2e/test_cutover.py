@@ -554,7 +554,7 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
     assert marks(sb) == {8000: False, 8001: False}
     assert bench["failed"] == bench["cut"] == 0 and plain["failed"] == plain["cut"] == 0, (bench, plain)
     st = status(sb)
-    assert st["pool"] == {"size": 2, "replicas": [8000, 8001], "in_rotation": [8000, 8001], "held": {}}, st
+    assert st["pool"] == {"size": 2, "replicas": [8000, 8001], "in_rotation": [8000, 8001], "held": {}, "versions": {}}, st
     assert sorted(set(served_by(sb, 8))) == ["127.0.0.1:8000", "127.0.0.1:8001"]  # least_conn: both take requests
     for port, core in ((8000, "0"), (8001, "1")):  # each replica on its own core
         api = engine_pid(sb, f"ernie-vllm@{port}.service")

