@@ -27,46 +27,41 @@ class ReplicaGate:
         self.co, self.meter_factory, self.sleep = co, meter_factory, sleep
 
     def judge(self, new: int, baseline: list[int]) -> slo.Verdict:
-        meter = self.meter_factory([new, *baseline])
-        try:
-            return self._watch(meter, new, baseline)
-        finally:
-            meter.quiet()  # before any drain that follows: a drain waits for no request in flight
-            meter.close()
+        co = self.co
+
+        def verdict(w: Windows) -> slo.Verdict:
+            base = slo.pooled([w.phase(p) for p in baseline]) if baseline else None
+            return slo.judge(w.phase(new), base, co.slo, co.step_min_requests)
+
+        return self._watch([new, *baseline], verdict, co.step_min_seconds, co.step_max_seconds)
 
     def bake(self, ports: list[int], seconds: float) -> slo.Verdict:
         """Every new replica as one side (`slo.pooled`) for `seconds`: a fail at once, a pass once the time is up;
         still undecided step_max_seconds after it, the verdict as it stands."""
-        meter = self.meter_factory(list(ports))
+        co = self.co
+
+        def verdict(w: Windows) -> slo.Verdict:
+            return slo.judge(slo.pooled([w.phase(p) for p in ports]), None, co.slo, co.step_min_requests)
+
+        return self._watch(list(ports), verdict, seconds, seconds + co.step_max_seconds)
+
+    def _watch(self, ports: list[int], verdict: Callable[[Windows], slo.Verdict], least: float, most: float) -> slo.Verdict:
+        """Measure `ports` every interval until the verdict fails, passes after `least` seconds, or `most` have gone;
+        the gate's own requests fill a replica whose share of the window is short, and every one while undecided."""
+        co = self.co
+        meter = self.meter_factory(ports)
         try:
-            co = self.co
             w = Windows(meter.tick(), co.window_seconds)
             need = slo.target_requests(co.slo, co.step_min_requests)
             while True:
                 self.sleep(co.interval_seconds)
                 w.add(meter.tick())
-                v = slo.judge(slo.pooled([w.phase(p) for p in ports]), None, co.slo, co.step_min_requests)
-                if v.result == slo.FAIL or (v.result == slo.PASS and w.seconds >= seconds) or w.seconds >= seconds + co.step_max_seconds:
+                v = verdict(w)
+                if v.result == slo.FAIL or (v.result == slo.PASS and w.seconds >= least) or w.seconds >= most:
                     return v
-                undecided = v.result == slo.INCONCLUSIVE
                 for port in ports:
                     side = w.phase(port)
-                    meter.want(port, side.problem is None and (side.requests * len(ports) < need or undecided))
+                    meter.want(port, side.problem is None and (side.requests < need or v.result == slo.INCONCLUSIVE))
         finally:
-            meter.quiet()
+            meter.quiet()  # before any drain that follows: a drain waits for no request in flight
             meter.close()
-
-    def _watch(self, meter: Meter, new: int, baseline: list[int]) -> slo.Verdict:
-        co = self.co
-        w = Windows(meter.tick(), co.window_seconds)
-        need = slo.target_requests(co.slo, co.step_min_requests)
-        while True:
-            self.sleep(co.interval_seconds)
-            w.add(meter.tick())
-            base = slo.pooled([w.phase(p) for p in baseline]) if baseline else None
-            v = slo.judge(w.phase(new), base, co.slo, co.step_min_requests)
-            if v.result == slo.FAIL or (v.result == slo.PASS and w.seconds >= co.step_min_seconds) or w.seconds >= co.step_max_seconds:
-                return v
-            for port in (new, *baseline):
-                side = w.phase(port)
-                meter.want(port, side.problem is None and (side.requests < need or v.result == slo.INCONCLUSIVE))
