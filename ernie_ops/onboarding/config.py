@@ -3,6 +3,7 @@ push log, window and plan templates (validated by `onboarding.plan.PlanTemplates
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -43,4 +44,6 @@ class OnboardingConfig(Section):
     def _templates(cls, value: Any) -> PlanTemplates:
         if isinstance(value, PlanTemplates):
             return value
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError("must be a mapping with default and departments")
         return PlanTemplates.model_validate(value if value is not None else {})

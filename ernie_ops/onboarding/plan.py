@@ -31,16 +31,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ernie_ops.errors import MISSING, ConfigError, ConfigProblem, ErnieOpsError
-from ernie_ops.files import yamlfile
+from ernie_ops.errors import ErnieOpsError
 from ernie_ops.onboarding.pushlog import NewItem
 
 WELCOME_ID = "welcome"
@@ -121,36 +119,6 @@ class DepartmentTemplates(Templates):
 class PlanTemplates(_Strict):
     default: Templates = Templates()
     departments: dict[str, DepartmentTemplates] = {}
-
-
-def load_templates(data: Any, source: str = "onboarding templates") -> PlanTemplates:
-    """Validate the templates dict; a ConfigError lists every problem (field path, value, what to do)."""
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ConfigError([ConfigProblem(source, None, "(top level)", data, "must be a mapping with default and departments")])
-    try:
-        return PlanTemplates.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError([_problem(err, data, source) for err in exc.errors()]) from None
-
-
-def _problem(err: Any, data: Any, source: str) -> ConfigProblem:
-    path = tuple(err["loc"])
-    field = yamlfile.dotted(path) or "(top level)"
-    value: Any = data
-    for part in path:
-        try:
-            value = value[part]
-        except (KeyError, IndexError, TypeError):
-            value = MISSING
-            break
-    if err["type"] == "missing":
-        return ConfigProblem(source, None, field, MISSING, "required; add it")
-    if err["type"] == "extra_forbidden":
-        return ConfigProblem(source, None, field, value, "unknown key; allowed here: tasks, guides (and roles under a department)")
-    message = err["msg"].removeprefix("Value error, ")
-    return ConfigProblem(source, None, field, value, message)
 
 
 # ---- the plan ------------------------------------------------------------------------------------

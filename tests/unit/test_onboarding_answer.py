@@ -19,7 +19,7 @@ from ernie_ops.chat.onboarding_answer import answer
 from ernie_ops.client.gateway import GatewayClient, Timeouts
 from ernie_ops.hr.model import HRError
 from ernie_ops.onboarding.answer import QUESTION_RULES, UNAVAILABLE, question_prompt
-from ernie_ops.onboarding.plan import Facts, build_plan, load_templates, zh_date
+from ernie_ops.onboarding.plan import Facts, PlanTemplates, build_plan, zh_date
 from ernie_ops.onboarding.pushlog import PushLog
 from ernie_ops.onboarding.service import Onboarding, connector_for, finder
 from ernie_ops.onboarding.window import OnboardingOver, window
@@ -62,7 +62,7 @@ def helper(tmp_path, today=None) -> Onboarding:
 
 
 def test_the_prompt_holds_the_rules_the_facts_and_the_plan_with_what_is_confirmed(tmp_path):
-    plan = build_plan(facts(), load_templates(TEMPLATES))
+    plan = build_plan(facts(), PlanTemplates.model_validate(TEMPLATES))
     with PushLog(tmp_path / "push.sqlite") as log:
         stored = log.push("zhang.wei", [p.to_new_item("欢迎！" if p.needs_model else None) for p in plan.items])
         log.confirm("zhang.wei", stored[2].item_id)  # the second task
@@ -88,7 +88,7 @@ def test_the_prompt_holds_the_rules_the_facts_and_the_plan_with_what_is_confirme
 
 def test_an_item_not_pushed_yet_is_listed_unconfirmed_and_empty_fields_are_left_out():
     facts = Facts("li.lei", "李雷", "市场", "", start(), None)
-    plan = build_plan(facts, load_templates(TEMPLATES))
+    plan = build_plan(facts, PlanTemplates.model_validate(TEMPLATES))
     prompt = question_prompt(facts, plan, [], window(start(), day(0), 30))
     assert "岗位" not in prompt and "直属上级" not in prompt and "建议询问人事部门" in prompt
     assert "3. [未确认 not yet confirmed] 熟悉品牌手册" in prompt and "已确认 0/4 confirmed" in prompt

@@ -13,15 +13,16 @@ import sys
 
 import pytest
 
+from ernie_ops import config
 from ernie_ops.errors import ConfigError
 from ernie_ops.onboarding.plan import (
     Facts,
     PlanError,
+    PlanTemplates,
     build_plan,
     fallback_welcome,
     foreign_links,
     item_id,
-    load_templates,
     merged,
     to_push,
 )
@@ -55,15 +56,19 @@ START, LATER = day(5), day(33)  # start dates still to come (the plan itself doe
 FACTS = Facts("e1001", "王小明", "研发", "SRE", START, "李雷")
 
 
+def templates(data: dict) -> PlanTemplates:
+    return PlanTemplates.model_validate(data)
+
+
 def _plan(facts=FACTS, data=TEMPLATES):
-    return build_plan(facts, load_templates(data))
+    return build_plan(facts, templates(data))
 
 
 # ---- merging -------------------------------------------------------------------------------------
 
 
 def test_default_department_and_role_are_merged_in_order():
-    t = merged(load_templates(TEMPLATES), "研发", "SRE")
+    t = merged(templates(TEMPLATES), "研发", "SRE")
     assert t.tasks == ["领取电脑并登录企业邮箱", "完成信息安全培训", "开通代码仓库权限", "加入值班群"]
     # the department's VPN guide replaces the default's in place; the role's guide is appended
     assert [(g.name, g.url) for g in t.guides] == [
@@ -74,11 +79,11 @@ def test_default_department_and_role_are_merged_in_order():
 
 
 def test_an_unknown_role_gets_its_department_and_an_unknown_department_the_default():
-    tpl = load_templates(TEMPLATES)
+    tpl = templates(TEMPLATES)
     assert merged(tpl, "研发", "前端").tasks == ["领取电脑并登录企业邮箱", "完成信息安全培训", "开通代码仓库权限"]
     assert merged(tpl, "财务", "会计").tasks == ["领取电脑并登录企业邮箱", "完成信息安全培训"]
     assert [g.url for g in merged(tpl, "财务", "会计").guides] == ["https://mail.example.com", "https://wiki.example.com/vpn"]
-    assert merged(load_templates({}), "研发", "SRE").tasks == []
+    assert merged(templates({}), "研发", "SRE").tasks == []
 
 
 def test_the_plan_is_the_welcome_then_tasks_then_guides_exactly_as_templated():
@@ -105,7 +110,7 @@ def test_item_ids_are_stable_across_processes_and_change_with_the_template_text(
     code = (
         "import datetime, json, sys; from ernie_ops.onboarding.plan import *; "
         f"f = Facts('e2', 'x', '研发', 'SRE', datetime.date.fromisoformat('{LATER}')); "
-        "print(json.dumps([i.item_id for i in build_plan(f, load_templates(json.loads(sys.argv[1]))).items]))"
+        "print(json.dumps([i.item_id for i in build_plan(f, PlanTemplates.model_validate(json.loads(sys.argv[1]))).items]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, json.dumps(TEMPLATES, ensure_ascii=False)], capture_output=True, text=True, check=True, timeout=60
@@ -202,39 +207,44 @@ def test_facts_the_plan_cannot_use_are_a_sentence(facts, message):
 # ---- template validation -------------------------------------------------------------------------
 
 
-def test_every_template_problem_is_reported_at_once():
-    bad = {
-        "default": {"tasks": ["ok", "  "], "guides": [{"name": "VPN", "url": "wiki/vpn", "how": "x"}]},
-        "departments": {
-            "研发": {
-                "task": ["typo"],
-                "guides": [{"name": "A", "url": "https://a.example.com"}, {"name": "A", "url": "https://b.example.com", "how": "y"}],
-                "roles": {"SRE": {"tasks": ["值班", "值班"], "guides": "not a list"}},
-            }
-        },
-        "extra": 1,
-    }
+def test_every_template_problem_is_reported_at_once_with_its_line():
+    """As an operator meets them: the templates are `chat.onboarding.templates` in ernie.yaml, checked with the rest
+    of the config (config.py: every problem at once, file:line)."""
+    text = """chat:
+  onboarding:
+    templates:
+      default:
+        tasks: ["ok", "  "]
+        guides: [{name: VPN, url: wiki/vpn, how: x}]
+      departments:
+        研发:
+          task: [typo]
+          guides: [{name: A, url: "https://a.example.com"}, {name: A, url: "https://b.example.com", how: y}]
+          roles:
+            SRE: {tasks: [值班, 值班], guides: not a list}
+      extra: 1
+"""
     with pytest.raises(ConfigError) as err:
-        load_templates(bad, "chat.yaml onboarding.templates")
-    lines = [str(p) for p in err.value.problems]
-    assert lines == [
-        "chat.yaml onboarding.templates: default.tasks = ['ok', '  ']: task 2 is blank; write the task or remove it",
-        "chat.yaml onboarding.templates: default.guides[0].url = 'wiki/vpn': "
-        "must be an http:// or https:// address with a host, e.g. https://wiki.example.com/vpn",
-        "chat.yaml onboarding.templates: departments.研发.guides[0].how: required; add it",
-        "chat.yaml onboarding.templates: departments.研发.roles.SRE.tasks = ['值班', '值班']: lists '值班' more than once; keep one",
-        "chat.yaml onboarding.templates: departments.研发.roles.SRE.guides = 'not a list': Input should be a valid list",
-        "chat.yaml onboarding.templates: departments.研发.task = ['typo']: "
-        "unknown key; allowed here: tasks, guides (and roles under a department)",
-        "chat.yaml onboarding.templates: extra = 1: unknown key; allowed here: tasks, guides (and roles under a department)",
+        config.parse(text, "ernie.yaml")
+    at = "ernie.yaml:{}: chat.onboarding.templates.".format
+    assert [str(p) for p in err.value.problems] == [
+        at(5) + "default.tasks = ['ok', '  ']: task 2 is blank; write the task or remove it",
+        at(6) + "default.guides[0].url = 'wiki/vpn': must be an http:// or https:// address with a host, e.g. https://wiki.example.com/vpn",
+        at(9) + "departments.研发.task = ['typo']: unknown key",
+        at(10) + "departments.研发.guides[0].how: required; add it",
+        at(12) + "departments.研发.roles.SRE.tasks = ['值班', '值班']: lists '值班' more than once; keep one",
+        at(12) + "departments.研发.roles.SRE.guides = 'not a list': Input should be a valid list",
+        at(13) + "extra = 1: unknown key",
     ]
     assert str(err.value).startswith("7 problem(s) in the config:\n")
 
 
 def test_duplicate_guide_names_and_a_non_mapping_are_refused():
-    dup = {"default": {"guides": [{"name": "VPN", "url": "https://a.example.com", "how": "x"}] * 2}}
+    guide = "{name: VPN, url: 'https://a.example.com', how: x}"
+    dup = f"chat:\n  onboarding:\n    templates:\n      default:\n        guides: [{guide}, {guide}]\n"
     with pytest.raises(ConfigError, match=r"default\.guides = .*: has more than one guide named 'VPN'; keep one"):
-        load_templates(dup)
-    with pytest.raises(ConfigError, match=r"\(top level\) = \['a'\]: must be a mapping with default and departments"):
-        load_templates(["a"])
-    assert load_templates(None) == load_templates({})
+        config.parse(dup)
+    with pytest.raises(ConfigError, match=r"chat\.onboarding\.templates = \['a'\]: must be a mapping with default and departments"):
+        config.parse("chat:\n  onboarding:\n    templates: [a]\n")
+    empty = config.parse("chat:\n  onboarding:\n    templates:\n").chat.onboarding.templates
+    assert empty == PlanTemplates()
