@@ -115,6 +115,28 @@ PANELS: list[timeseries.Panel | stat.Panel] = [
     .unit("short")
     .with_target(query(f"sum by (host) (up{{{SEL}}})", "{{host}}"))
     .description("Scraped instances answering /metrics; the spare of a cutover pair is down by design."),
+    series(
+        "Pool: requests/s and waiting per host",
+        "short",
+        [
+            query(f"sum by (host) (rate(vllm:request_success_total{{{SEL}}}[{RATE}]))", "{{host}} requests/s"),
+            query(f"sum by (host) (vllm:num_requests_waiting{{{SEL}}})", "{{host}} waiting", "B"),
+        ],
+        "A host's replicas together (each replica's own series are in the panels above, legend host:port). Waiting "
+        "above zero on every replica: the pool is saturated (`ernie-ops status` says so); add replicas or a host.",
+    ),
+    stat.Panel()
+    .title("Pool replicas in rotation")
+    .datasource(DS)
+    .height(8)
+    .span(12)
+    .unit("short")
+    .with_target(query('ernie_ops_pool_replicas_in_rotation{host=~"$host"}', "{{host}} in rotation"))
+    .with_target(query('ernie_ops_pool_replicas{host=~"$host"}', "{{host}} size", "B"))
+    .description(
+        "Written by the pool watch at every change (a pool host only): fewer in rotation than the size for 3 minutes "
+        "fires ErniePoolDegraded; `ernie-ops status` names the replicas out and why."
+    ),
     stat.Panel()
     .title("Routed port")
     .datasource(DS)

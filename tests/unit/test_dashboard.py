@@ -25,7 +25,8 @@ def test_every_panel_queries_prometheus_per_instance():
     titles = [p["title"] for p in board["panels"]]
     for needed in ("Requests running / waiting", "KV cache usage", "Time to first token", "Inter-token latency",
                    "End-to-end request latency", "Tokens/s", "Finished requests by reason", "5xx share of API requests",
-                   "Availability as a client sees it"):  # fmt: skip
+                   "Availability as a client sees it", "Pool replicas in rotation",
+                   "Pool: requests/s and waiting per host"):  # fmt: skip
         assert needed in titles, titles
     for title, expr in dashboard.panel_queries(board):
         assert 'host=~"$host"' in expr, (title, expr)
