@@ -147,35 +147,6 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
     ]
 
 
-if HISTORY.enabled:
-    from ernie_ops.chat_app.data_layer import HistoryLayer
-    from ernie_ops.threads.breaker import Breaker
-    from ernie_ops.threads.store import ThreadStore
-
-    HISTORY_URL = database_url(HISTORY)
-    HISTORY_BREAKER = Breaker()  # one per database: an open that failed is not tried again at each message
-
-
-async def _open_history():
-    return await ThreadStore.open(HISTORY_URL, breaker=HISTORY_BREAKER)
-
-
-async def _migrate_at_start() -> None:
-    """Created or migrated before the app serves (Chainlit imports this module before its event loop runs):
-    a schema newer than this ernie-ops stops the app with its sentence; a database that cannot be reached
-    does not (the chat answers without history and the layer tries again at each call)."""
-    try:
-        store = await _open_history()
-    except HistoryUnavailable as exc:
-        log.error("history: the database cannot be reached at start; the chat runs without saving history until it can: %s", exc)
-        return
-    await store.close()
-
-
-if HISTORY.enabled:
-    asyncio.run(_migrate_at_start())
-
-
 def _serve_stored_elements() -> None:
     """GET <root>/history/element/{thread}/{element}: a stored element's bytes (a resumed thread's sources and
     uploads), to the thread's author only, by Chainlit's own check (chainlit.data.acl.is_thread_author: an
@@ -296,36 +267,60 @@ async def _forget_uploads_of(owner: str | None, thread_id: str) -> None:
 
 BACKGROUND: list[asyncio.Task] = []  # retention and the uploads' sweep (kept referenced; cancelled at shutdown)
 
-if HISTORY.enabled:
+
+def _register_history() -> None:
+    """With chat.history.enabled, everything the history needs, in one place: the database created or migrated before
+    the app serves (Chainlit imports this module before its event loop runs: a schema newer than this ernie-ops stops
+    the app with its sentence; a database that cannot be reached does not, the chat answers without history and the
+    layer tries again at each call), Chainlit's data layer over the thread store, the stored elements' and checked
+    feedback routes, and in the background retention and the sweep of uploads whose thread is gone."""
+    from chainlit.data import get_data_layer
+
+    from ernie_ops.chat_app.data_layer import HistoryLayer
+    from ernie_ops.threads.breaker import Breaker
+    from ernie_ops.threads.retention import RETENTION_INTERVAL_SECONDS, keep_applying
+    from ernie_ops.threads.store import ThreadStore
+
+    url, breaker = database_url(HISTORY), Breaker()  # one breaker per database: an open that failed is not retried per message
+
+    async def open_history() -> ThreadStore:
+        return await ThreadStore.open(url, breaker=breaker)
+
+    async def migrate_at_start() -> None:
+        try:
+            store = await open_history()
+        except HistoryUnavailable as exc:
+            log.error("history: the database cannot be reached at start; the chat runs without saving history until it can: %s", exc)
+            return
+        await store.close()
+
+    asyncio.run(migrate_at_start())
 
     @cl.data_layer
     def data_layer() -> HistoryLayer:
-        return HistoryLayer(_open_history, CHAT.root_path, on_deleted=_forget_thread_uploads, action_titles=ACTION_TITLES)
+        return HistoryLayer(open_history, CHAT.root_path, on_deleted=_forget_thread_uploads, action_titles=ACTION_TITLES)
 
     _serve_stored_elements()
 
-if HISTORY.enabled:
-    from ernie_ops.threads.retention import RETENTION_INTERVAL_SECONDS, keep_applying
-
-    async def _threads():
-        from chainlit.data import get_data_layer
-
+    async def threads():
         return await get_data_layer().store()
 
     @cl.on_app_startup
     async def start_retention() -> None:
         """In the background (never delays the start), at start, then daily: chat.history.retention_days, and the
         sweep of this host's uploads whose thread is gone from the shared database (deleted on another host)."""
-        from chainlit.data import get_data_layer
-
         if HISTORY.retention_days is not None:
             BACKGROUND.append(asyncio.create_task(keep_applying(get_data_layer().store, HISTORY.retention_days, _forget_uploads_of)))
-        BACKGROUND.append(asyncio.create_task(keep_sweeping(_threads, DOCS, RETENTION_INTERVAL_SECONDS)))
+        BACKGROUND.append(asyncio.create_task(keep_sweeping(threads, DOCS, RETENTION_INTERVAL_SECONDS)))
 
     @cl.on_app_shutdown
     async def stop_retention() -> None:
         for task in BACKGROUND:
             task.cancel()
+
+
+if HISTORY.enabled:
+    _register_history()
 
 
 def _new_conversation(name: str | None) -> Conversation:

@@ -161,7 +161,7 @@ async def down(url: str) -> dict:
 
 async def hung(url: str) -> dict:
     """10 messages saved against a server that accepts connections and never answers (frozen, or its address
-    black-holed), each session's store opened as the chat app opens it (app.py's `_open_history`: one breaker
+    black-holed), each session's store opened as the chat app opens it (app.py's `_register_history`: one breaker
     shared by the re-opens), and with a new breaker at each open (every open waits for the connect timeout:
     the app before the breaker). Seconds per message and the toasts each session got."""
     from ernie_ops.threads.breaker import Breaker
