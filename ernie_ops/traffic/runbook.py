@@ -18,6 +18,14 @@ if TYPE_CHECKING:  # annotations only
     from ernie_ops.traffic.hostops import HostOps
 
 
+# A drain ends once the old instance has had no request running or waiting for this long, not at the first idle
+# reading: a request nginx handed it just before the include changed may still be in vLLM's API server (read,
+# tokenised) where the engine's gauges do not count it yet, and stopped then it fails with a 500 (the e2e pool
+# upgrade lost one so: "cannot schedule new futures after shutdown"). vLLM's /load would count it, but its counter
+# leaks and goes negative on client disconnects (vllm-project/vllm#49526, open).
+DRAIN_SETTLE_SECONDS = 1.0
+
+
 class Outcome(StrEnum):
     PENDING = "pending"  # the run has not ended
     SWITCHED = "switched"  # all traffic moved at once, verified

@@ -94,7 +94,7 @@ def stack(served_gateway, tiny_model_dir):
         write_to_textfile(str(textfiles / "ernie_ops_paths.prom"), monitoring.path_info(cfg, os.path.ismount))
         assert marks.write(cfg) is None  # the routed port, from the gateway's real include
         # and a pool host's marks, as its watch writes them (this host routes one instance): the pool panel's data
-        write_to_textfile(str(textfiles / "ernie_ops_pool.prom"), marks.registry(None, [], pool=(2, 1)))
+        write_to_textfile(str(textfiles / "ernie_ops_pool.prom"), marks.registry(None, [], pool=(2, 2)))  # whole: no alert
         started.append(bb := prom.blackbox(work / "blackbox", monitoring.blackbox_modules(cfg)))
         started.append(node := prom.node_exporter(work / "node", textfiles))
         exporters.update(node=node.url.removeprefix("http://"), blackbox=bb.url.removeprefix("http://"))

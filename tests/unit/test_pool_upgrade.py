@@ -7,6 +7,7 @@ from ernie_ops.config import EvalGateConfig
 from ernie_ops.traffic.canary import slo
 from ernie_ops.traffic.pool_plan import ReplicaStep
 from ernie_ops.traffic.pool_upgrade import PoolUpgrade, Timeouts
+from ernie_ops.traffic.runbook import DRAIN_SETTLE_SECONDS
 from tests.harness.pool_host import FakePoolHost
 
 
@@ -256,3 +257,20 @@ def test_a_later_slot_failing_rolls_the_earlier_loaded_surges_back_too_and_says_
     res = PoolUpgrade(host, [8000, 8002], [in_place(0, 8000), in_place(1, 8002)], slo_gate=BakingSlo(bake=slo.FAIL), bake_seconds=5).run()
     assert not res.ok and "rolled back" not in res.error and "8000, 8002 stay on the new version" in res.error, res.error
     assert "put the previous version back with upgrade.yml" in res.error and host.in_rotation() == [8000, 8002]
+
+
+def test_a_drain_waits_for_the_replica_to_stay_idle_not_for_its_first_idle_reading():
+    """A request handed to the replica just before the include changed may still be in vLLM's API server, uncounted
+    by the engine's gauges: the first idle reading does not end the drain, an idle second (DRAIN_SETTLE_SECONDS) does."""
+
+    readings = [0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # idle, then the late request shows up in the engine, then done
+
+    class LateRequest(FakePoolHost):
+        def in_flight(self, port: int) -> float | None:
+            return readings.pop(0) if port == 8000 and readings else super().in_flight(port)
+
+    host = LateRequest(units={8000: "active", 8002: "active"}, rotation=[8000, 8002])
+    res = PoolUpgrade(host, [8000, 8002], [surge(0, 8000, 8001)]).run()
+    drain = next(s for s in res.steps if s.name.endswith("drain 8000"))
+    assert res.ok and drain.detail == "8000 idle after 2.5 s" and host.calls.index(("stop", 8000)) > 0, drain
+    assert DRAIN_SETTLE_SECONDS == 1.0
