@@ -47,7 +47,7 @@ from ernie_ops.host import state, systemd
 from ernie_ops.traffic import marks
 from ernie_ops.traffic.canary import rollout, rollout_file
 from ernie_ops.traffic.hostops import HostOps, RealHost
-from ernie_ops.traffic.runbook import DRAIN_SETTLE_SECONDS, CutoverResult, Outcome, Step
+from ernie_ops.traffic.runbook import CutoverResult, Idle, Outcome, Step
 
 
 class CutoverFailed(ErnieOpsError):
@@ -332,13 +332,12 @@ class Cutover:
     def _drain(self, port: int) -> str:
         """Until the old instance has been idle for DRAIN_SETTLE_SECONDS (runbook.py says why), at most t.drain."""
         deadline = self.host.monotonic() + self.t.drain
-        last, idle_since = None, None
+        last, idle = None, Idle()
         while (now := self.host.monotonic()) < deadline:
             last = self.host.metrics(port)
             if last is None:
                 return "old instance does not answer /metrics (already gone)"
-            idle_since = (idle_since if idle_since is not None else now) if last.in_flight == 0 else None
-            if idle_since is not None and now - idle_since >= DRAIN_SETTLE_SECONDS:
+            if idle.settled(now, last.in_flight):
                 return f"{port}: 0 running, 0 waiting"
             self.host.sleep(0.2)
         warning = (

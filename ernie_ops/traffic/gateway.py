@@ -100,7 +100,7 @@ def marks_of(text: str) -> dict[int, bool]:
 
 
 HELD = "# held: "
-HELD_NOTE = re.compile(r"^\s*server\s+(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)\b[^;#]*;[ \t]*" + re.escape(HELD) + r"(.*)$", re.M)
+HELD_NOTE = re.compile(SERVER_LINE.pattern + r"[ \t]*" + re.escape(HELD) + r"(.*)$", re.M)  # a server line, then its note
 
 
 def held_note(why: str) -> str:
@@ -111,7 +111,7 @@ def held_note(why: str) -> str:
 
 def held_of(text: str) -> dict[int, str]:
     """Port -> why an upgrade holds it out of rotation (`render_pool`'s `held`): the watch leaves these alone."""
-    return {int(m.group(1)): m.group(2).strip() for m in HELD_NOTE.finditer(text)}
+    return {int(m.group(1)): m.group(3).strip() for m in HELD_NOTE.finditer(text)}
 
 
 def marked_down(text: str) -> frozenset[int]:

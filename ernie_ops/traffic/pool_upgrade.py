@@ -36,7 +36,7 @@ from ernie_ops.errors import ErnieOpsError
 from ernie_ops.evaluate import gate as quality
 from ernie_ops.traffic.canary import slo
 from ernie_ops.traffic.pool_plan import ReplicaStep
-from ernie_ops.traffic.runbook import DRAIN_SETTLE_SECONDS, Step
+from ernie_ops.traffic.runbook import Idle, Step
 
 if TYPE_CHECKING:  # annotations only
     from ernie_ops.evaluate.run import EvalReport
@@ -229,7 +229,7 @@ class PoolUpgrade:
             self._note(port, s.slot)
             self._do(f"{where}: gate {port}", lambda: self._gate(port))
             if self._quality_pending():  # judged against a replica still on the old version, if one serves
-                old = next((p for p in self._baseline(port)), None)
+                old = next(iter(self._baseline(port)), None)
                 self._do(f"{where}: quality {port}", lambda: self._quality(port, old))
         except ErnieOpsError as exc:
             self._hold(where, port, str(exc))
@@ -328,13 +328,12 @@ class PoolUpgrade:
         self._undo(f"{where}: hold {port} out of rotation", lambda: self._rotation(port, out=True, held=why))
 
     def _drain(self, port: int) -> str:
-        t0, idle_since = self.host.monotonic(), None
+        t0, idle = self.host.monotonic(), Idle()
         while (now := self.host.monotonic()) - t0 < self.t.drain:
             left = self.host.in_flight(port)
             if left is None:
                 return f"{port} does not answer /metrics (already gone)"
-            idle_since = (idle_since if idle_since is not None else now) if left == 0 else None
-            if idle_since is not None and now - idle_since >= DRAIN_SETTLE_SECONDS:
+            if idle.settled(now, left):
                 return f"{port} idle after {now - t0:.1f} s"
             self.host.sleep(0.5)
         return f"{port} still had requests after {self.t.drain:.0f} s; stopping it (vLLM's own drain covers the rest)"

@@ -26,6 +26,18 @@ if TYPE_CHECKING:  # annotations only
 DRAIN_SETTLE_SECONDS = 1.0
 
 
+@dataclass
+class Idle:
+    """The drains' rule (the cutover's and the pool upgrade's): fed each reading of requests in flight, says when the
+    instance has stayed idle for DRAIN_SETTLE_SECONDS."""
+
+    since: float | None = None
+
+    def settled(self, now: float, in_flight: float) -> bool:
+        self.since = (self.since if self.since is not None else now) if in_flight == 0 else None
+        return self.since is not None and now - self.since >= DRAIN_SETTLE_SECONDS
+
+
 class Outcome(StrEnum):
     PENDING = "pending"  # the run has not ended
     SWITCHED = "switched"  # all traffic moved at once, verified

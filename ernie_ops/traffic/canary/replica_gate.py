@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ernie_ops.config import CutoverConfig
 from ernie_ops.traffic.canary import slo
-from ernie_ops.traffic.canary.watch import Meter, Windows
+from ernie_ops.traffic.canary.watch import Meter, Windows, feed
 
 
 class ReplicaGate:
@@ -47,7 +47,8 @@ class ReplicaGate:
 
     def _watch(self, ports: list[int], verdict: Callable[[Windows], slo.Verdict], least: float, most: float) -> slo.Verdict:
         """Measure `ports` every interval until the verdict fails, passes after `least` seconds, or `most` have gone;
-        the gate's own requests fill a replica whose share of the window is short, and every one while undecided."""
+        the gate's own requests fill a replica whose share of the window is short, and every one while undecided
+        (`watch.feed`, as the single-instance canary's)."""
         co = self.co
         meter = self.meter_factory(ports)
         try:
@@ -59,9 +60,7 @@ class ReplicaGate:
                 v = verdict(w)
                 if v.result == slo.FAIL or (v.result == slo.PASS and w.seconds >= least) or w.seconds >= most:
                     return v
-                for port in ports:
-                    side = w.phase(port)
-                    meter.want(port, side.problem is None and (side.requests < need or v.result == slo.INCONCLUSIVE))
+                feed(meter, w, ports, need, v)
         finally:
             meter.quiet()  # before any drain that follows: a drain waits for no request in flight
             meter.close()

@@ -39,7 +39,7 @@ from ernie_ops.config import CutoverConfig, steps_problem
 from ernie_ops.errors import UsageError
 from ernie_ops.traffic.canary import rollout_file, slo
 from ernie_ops.traffic.canary.rollout_file import Rollout
-from ernie_ops.traffic.canary.watch import Meter, RealMeter, Windows
+from ernie_ops.traffic.canary.watch import Meter, RealMeter, Windows, feed
 from ernie_ops.traffic.runbook import CutoverResult, Outcome, Runbook, Step
 
 
@@ -213,14 +213,8 @@ class Watch:
         return slo.judge(side(self.r.target), side(self.r.source), self.co.slo, self.co.step_min_requests, compare_latency=not bake)
 
     def _feed(self, w: Windows, v: slo.Verdict) -> None:
-        """Synthetic requests to each side that has too few in this phase's window, and to both while the gate is
-        undecided: one slow or failed request among the first `need` leaves a bound too wide, and on a quiet
-        host only more requests narrow it (without them the step waited out step_max_seconds and rolled back)."""
-        need = slo.target_requests(self.co.slo, self.co.step_min_requests)
-        undecided = v.result == slo.INCONCLUSIVE
-        for port in (self.r.source, self.r.target):
-            side = w.phase(port)
-            self.meter.want(port, side.problem is None and (side.requests < need or undecided))
+        """Synthetic requests to a side with too few, and to both while undecided (`watch.feed`)."""
+        feed(self.meter, w, (self.r.source, self.r.target), slo.target_requests(self.co.slo, self.co.step_min_requests), v)
 
     def _next(self, w: Windows) -> str | None:
         """Wait one interval and measure. A promote/abort request from another shell ends the watch: returned

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,7 +25,7 @@ from ernie_ops.serving import probe
 from ernie_ops.stats import metrics
 from ernie_ops.traffic import accesslog
 from ernie_ops.traffic.accesslog import Outcomes
-from ernie_ops.traffic.canary import window
+from ernie_ops.traffic.canary import slo, window
 from ernie_ops.traffic.canary.slo import Side
 from ernie_ops.traffic.canary.synthetic import SyntheticLoad
 
@@ -128,3 +129,13 @@ def _side(port: int, start: Tick, end: Tick, outcomes: Outcomes) -> Side:
     requests = max(outcomes.requests[port], int(d.requests))
     failed = max(outcomes.failed[port], int(d.failed))
     return Side(port, requests=requests, failed=failed, ttft=d.ttft, itl=d.itl)
+
+
+def feed(meter: Meter, w: Windows, ports: Iterable[int], need: int, v: slo.Verdict) -> None:
+    """Synthetic requests to each port that has fewer than `need` requests in this phase's window, and to every one
+    while the gate is undecided: one slow or failed request among the first `need` leaves a bound too wide, and on a
+    quiet host only more requests narrow it (without them a step waited out step_max_seconds and rolled back)."""
+    undecided = v.result == slo.INCONCLUSIVE
+    for port in ports:
+        side = w.phase(port)
+        meter.want(port, side.problem is None and (side.requests < need or undecided))
