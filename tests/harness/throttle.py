@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -51,6 +51,24 @@ def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[
             time.sleep(period * (1 - share))
     finally:
         send(signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def held(api_server_pid: int, share: float, period: float = 0.1) -> Iterator[None]:
+    """The API server's engine cores held `share` of every `period` by a thread of this process while the block runs.
+    Also what keeps a tiny model's stream flowing on a fast CPU: its engine core then made tokens faster than vLLM's
+    API server reads them, whose output loop never yields while outputs wait, so a reply (and a client's disconnect)
+    came through only at the end."""
+    pids = engine_cores(api_server_pid)
+    assert pids, f"pid {api_server_pid} has no engine core child"
+    stop = threading.Event()
+    thread = threading.Thread(target=hold, args=(pids, share, stop, lambda: True, period), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def while_routed(upstream: Path, port: int) -> Callable[[], bool]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -93,6 +94,14 @@ def cached_build(cache_root: Path, prefix: str, marker: str, fingerprint: str, b
     build(tmp)
     os.replace(tmp, target)  # a half-built model is never visible under the final name
     return target
+
+
+def word_token_ids(model_dir: Path) -> list[int]:
+    """Ids of the tokens that are ASCII words (optionally after a space), for `allowed_token_ids`: the random model's
+    free output is mostly byte tokens of unfinished UTF-8 and special tokens, which vLLM streams as nothing, so its
+    visible pieces come in bursts (5 pieces took 5 tokens or all 1500). Held to words, each token is one piece."""
+    vocab = json.loads((model_dir / "tokenizer.json").read_text())["model"]["vocab"]
+    return sorted(i for t, i in vocab.items() if re.fullmatch(r"\u0120?[A-Za-z]{2,}", t))  # \u0120: ByteLevel's space
 
 
 def cached(cache_root: Path) -> Path:

@@ -13,7 +13,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -135,18 +134,15 @@ def test_sse_streams_token_by_token_over_http2(stack):
     served, edge = stack
     body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 300, "ignore_eos": True, "stream": True}
     arrivals = []
-    stop = threading.Event()
-    held = threading.Thread(target=throttle.hold, args=(throttle.engine_cores(served.sp.engine().pid), 0.7, stop), daemon=True)
-    held.start()
-    try:
-        with client(edge, http2=True) as c, c.stream("POST", f"{edge.url}/v1/completions", json=body) as r:
-            assert r.status_code == 200 and r.http_version == "HTTP/2"
-            assert r.headers["x-ernie-upstream"] == f"127.0.0.1:{served.port}"
-            for data in sse.iter_data(r.iter_raw()):
-                arrivals.append((time.monotonic(), data))
-    finally:
-        stop.set()
-        held.join(timeout=10)
+    with (
+        throttle.held(served.sp.engine().pid, 0.7),
+        client(edge, http2=True) as c,
+        c.stream("POST", f"{edge.url}/v1/completions", json=body) as r,
+    ):
+        assert r.status_code == 200 and r.http_version == "HTTP/2"
+        assert r.headers["x-ernie-upstream"] == f"127.0.0.1:{served.port}"
+        for data in sse.iter_data(r.iter_raw()):
+            arrivals.append((time.monotonic(), data))
     assert arrivals[-1][1] == sse.DONE and len(arrivals) - 1 >= 250  # vLLM may pack tokens into one chunk (test_gateway)
     distinct = len({round(t, 3) for t, _ in arrivals})
     spread = arrivals[-1][0] - arrivals[0][0]
