@@ -2,7 +2,7 @@
 
 nginx/ernie-ops.conf logs one JSON object per request (log_format ernie_ops): `upstream` and
 `upstream_status` beside the final `status`. One request may have tried several instances
-(`proxy_next_upstream error timeout`: a refused connection goes to the next server): "127.0.0.1:8001,
+(`proxy_next_upstream`: a request refused, reset or answered 500 goes to the next server): "127.0.0.1:8001,
 127.0.0.1:8000" with statuses "502, 200". Each attempt is an outcome of the instance it went to; an attempt
 that failed before the request was sent still counts against that instance (a canary that refuses
 connections is failing, even if nobody saw it).

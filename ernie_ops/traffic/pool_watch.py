@@ -2,7 +2,7 @@
 rotation, and comes back once it answers again.
 
 Why a watch and not nginx alone: a dead replica's port refuses connections and nginx already tries the next replica
-before any byte is sent (`proxy_next_upstream error`), but a hung one (SIGSTOP, a stuck engine) still accepts them: the
+(`proxy_next_upstream`), but a hung one (SIGSTOP, a stuck engine) still accepts them: the
 kernel completes the handshake, and open-source nginx has no active health checks. So every half second each replica's
 /health is asked with a short timeout; FAILS_TO_LEAVE misses in a row mark its `server` line `down` (one write, `nginx
 -t`, reload: `Gateway.mark_down`), OKS_TO_RETURN answers in a row (systemd restarted it, READY) clear the mark. The

@@ -13,6 +13,7 @@ from ernie_ops.client import sse
 from ernie_ops.traffic import gateway
 from tests.conftest import free_port
 from tests.harness import nginx, nonretrying
+from tests.harness.fault_server import FaultServer
 from tests.harness.tiny_model import SERVED_NAME
 
 
@@ -92,6 +93,40 @@ def test_which_instance_answered_is_told_only_to_the_metrics_readers(stack):
         r = httpx.request(method, f"{ng.url}{path}", headers=outsider, json=payload, timeout=30)
         assert r.status_code < 500 or path == "/", (path, r.status_code)
         assert "x-ernie-upstream" not in r.headers, (path, dict(r.headers))
+
+
+def test_a_replica_that_fails_before_answering_costs_the_pool_no_request(stack):
+    """A pool of the real instance and a STUB replica (tests/harness/fault_server.py: vLLM cannot be made to fail on
+    demand). What a dying replica does to a sent request, a 500 (an engine core dead behind its API server) and a
+    reset (the replica killed), goes once to the other replica: every request is answered. A stream the stub cut after
+    its first bytes stays cut (nginx never retries once the client has a byte)."""
+    _, ng, port = stack
+    body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 4}
+    for fault in ("500", "reset"):
+        stub = FaultServer([fault]).start()
+        try:
+            with include_replaced(ng, "upstream.conf", gateway.render_pool([port, stub.port])):
+                answers = [httpx.post(f"{ng.url}/v1/completions", json=body, timeout=60) for _ in range(4)]
+        finally:
+            stub.stop()
+        tried = [r.headers["x-ernie-upstream"] for r in answers]
+        assert [r.status_code for r in answers] == [200] * 4, (fault, [r.text[:200] for r in answers])
+        assert stub.connections >= 1 and f"127.0.0.1:{stub.port}, 127.0.0.1:{port}" in tried, (fault, tried)
+    stub = FaultServer(["cut"]).start()
+    try:
+        with include_replaced(ng, "upstream.conf", gateway.render_pool([port, stub.port])):
+            cut = []
+            for _ in range(4):
+                with httpx.stream("POST", f"{ng.url}/v1/completions", json={**body, "stream": True}, timeout=60) as r:
+                    if f"127.0.0.1:{stub.port}" in r.headers["x-ernie-upstream"]:  # nginx's beside the stub's own
+                        with pytest.raises(httpx.RemoteProtocolError):
+                            r.read()
+                        cut.append(r.status_code)
+                    else:
+                        r.read()
+    finally:
+        stub.stop()
+    assert cut and cut == [200] * stub.connections, (cut, stub.connections)  # each stream it began, cut, none sent again
 
 
 def test_metrics_refused_outside_the_allow_list(stack):
