@@ -101,7 +101,9 @@ def test_a_slow_canary_is_rolled_back_at_the_first_step(site):
     assert site.routed() == {site.b: 1} and site.host().unit_state(site.a) == "inactive"
 
 
-def test_an_erroring_canary_is_rolled_back_and_only_its_injected_errors_reach_clients(site):
+def test_an_erroring_canary_is_rolled_back_and_its_errors_reach_no_client(site):
+    """The gate counts each attempt the access log names (the canary's 500s), and nginx sends a request the canary
+    answered 500 on to the old instance (proxy_next_upstream http_500): the canary fails, no client does."""
     site.fault(0.5)
     load = Clients(site.ng.url, threads=3)
     try:
@@ -112,8 +114,7 @@ def test_an_erroring_canary_is_rolled_back_and_only_its_injected_errors_reach_cl
         site.fault(0.0)
     assert not res.ok and res.outcome == "rolled-back" and "errors" in res.error, res
     print(f"bad canary at 5%: {seen['failed']} of {seen['ok'] + seen['failed']} client requests failed ({injected} 500s injected)")
-    assert seen["cut"] == 0 and seen["failed"] <= injected, (seen, injected)  # no client failed for another reason (no stream was cut)
-    assert all("500" in e or "Internal" in e for e in seen["errors"]), seen["errors"][:3]
+    assert injected > 0 and seen["cut"] == seen["failed"] == 0, (seen, injected)
     assert site.routed() == {site.b: 1}
 
 
