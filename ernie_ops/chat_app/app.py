@@ -28,98 +28,72 @@ from fastapi import UploadFile  # at module level too (the upload route's annota
 from fastapi.responses import JSONResponse
 
 from ernie_ops import config
-from ernie_ops.chat import history, thread_dicts, upload_gate, upload_limits, users
+from ernie_ops.chat import thread_dicts, upload_gate, upload_limits, users
 from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.drain import INTERRUPTED, REPLIES, RESTARTING
-from ernie_ops.chat.login_guard import LoginGuard
 from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
 from ernie_ops.chat_app import marketing_ui
-from ernie_ops.chat_app.marketing_ui import USE_THE_FORM, CopyTool
-from ernie_ops.chat_app.onboarding_ui import build_onboarding
+from ernie_ops.chat_app.marketing_ui import USE_THE_FORM
 from ernie_ops.chat_app.revocation import RevokedSessions
-from ernie_ops.client.gateway import GatewayClient
-from ernie_ops.docs.embed import EmbeddingClient
+from ernie_ops.chat_app.services import ChatServices
 from ernie_ops.errors import ConfigError, ErnieOpsError
 from ernie_ops.threads.database import database_url
 from ernie_ops.threads.errors import HistoryUnavailable
 
 log = logging.getLogger("ernie_ops.chat")
-CFG = config.load()
-CHAT = CFG.chat
-SCENARIOS = {s.name: s for s in CHAT.effective_scenarios()}
-DEFAULT = CHAT.default_scenario or next(iter(SCENARIOS))
-BUDGET = history.Budget(CFG.vllm.max_model_len, CHAT.max_tokens, CHAT.margin_tokens)
-CLIENT = GatewayClient.from_config(CFG, os.environ)
-COUNTER = history.TokenizeCounter(CLIENT.http, CLIENT.base_url, CFG.model.served_name, timeout=CHAT.connect_timeout_seconds * 2)
-log.info("chat app: gateway %s, model %s, scenarios: %s", CLIENT.base_url, CFG.model.served_name, ", ".join(SCENARIOS))
-DOCS = CHAT.docs
-EMBED = None
-if DOCS.embeddings.enabled:
-    EMBED = EmbeddingClient.from_config(DOCS.embeddings, api_key=os.environ.get("ERNIE_OPS_EMBEDDINGS_API_KEY") or None).embed_sync
-HISTORY = CHAT.history
-try:
-    if not HISTORY.enabled and (dropped := forget_all_uploads(DOCS)):  # with history, uploads stay with their thread
-        log.info("docs: %d upload(s) of chats of the previous run removed", dropped)
-except ErnieOpsError as exc:  # the app still serves its other scenarios; Docs says what is wrong
-    log.error("docs: the index %s cannot be used: %s", DOCS.index_file, exc)
 
 
 async def _name_thread(name: str) -> None:
     """This chat's thread gets a specific name (a marketing thread: its first product), with history only."""
-    if HISTORY.enabled:
+    if APP.history.enabled:
         from chainlit.data import get_data_layer
 
         await get_data_layer().name_thread(cl.context.session.thread_id, name)
 
 
+APP = ChatServices.from_config(config.load(), os.environ, name_thread=_name_thread)
+log.info("chat app: gateway %s, model %s, scenarios: %s", APP.client.base_url, APP.cfg.model.served_name, ", ".join(APP.scenarios))
+
+
+def _forget_previous_uploads() -> None:
+    """Without history a chat's uploads last as long as the chat: those of the previous run go at start."""
+    try:
+        if not APP.history.enabled and (dropped := forget_all_uploads(APP.docs)):
+            log.info("docs: %d upload(s) of chats of the previous run removed", dropped)
+    except ErnieOpsError as exc:  # the app still serves its other scenarios; Docs says what is wrong
+        log.error("docs: the index %s cannot be used: %s", APP.docs.index_file, exc)
+
+
+_forget_previous_uploads()
+
 # A thread begun with a button is named after the action by Chainlit: a readable title instead.
 ACTION_TITLES = {"copy_generate": marketing_ui.TITLE, "copy_regenerate": marketing_ui.TITLE, "onboarding_confirm": "入职 / Onboarding"}
-UPLOADS = upload_gate.Pending()  # files the upload route took that the app has not kept or dropped yet
-READS = asyncio.Semaphore(CHAT.file_reads_at_once)  # uploads read at once, each in its isolated child, across all users
-TOOLS: dict = {}  # scenario name -> its CopyTool / OnboardingTool (the form and cards instead of free chat)
-for _s in SCENARIOS.values():
-    if _s.tool == "copy":
-        TOOLS[_s.name] = CopyTool(CHAT.marketing, CLIENT, _s.system_prompt, name_thread=_name_thread, reads=READS)
-    elif _s.tool == "onboarding":
-        TOOLS[_s.name] = build_onboarding(CHAT.onboarding, CLIENT, _s.system_prompt)
-
-
-def _scenario(profile: str | None):
-    """The scenario of a chat profile's name; the default one for none or a name no longer configured."""
-    return SCENARIOS.get(profile or DEFAULT, SCENARIOS[DEFAULT])
-
-
 PROFILE_KEY = "chat_profile"  # in the thread's metadata: the scenario a resumed thread continues in (Chainlit's own key)
 UPLOADS_OFF = ChainlitConfigOverrides(features=FeaturesSettings(spontaneous_file_upload=SpontaneousFileUploadFeature(enabled=False)))
-
-
-LOGINS = LoginGuard()
-HASHING = asyncio.Semaphore(2)  # at most two scrypt hashes at once: 128 MiB each (users.py)
-UPGRADES = Path(os.environ.get("CHAINLIT_APP_ROOT", ".")) / users.UPGRADES_NAME  # the state dir (server.py sets the root)
 
 
 @cl.password_auth_callback
 async def login(username: str, password: str) -> cl.User | None:
     """The name is logged with repr(): a name holding a newline cannot forge a log line."""
-    if wait := LOGINS.locked_for(username):
+    if wait := APP.logins.locked_for(username):
         log.warning("login %r refused: locked for %.0f s more after repeated wrong passwords", username, wait)
         return None
     try:
-        async with HASHING:
-            ok = await asyncio.to_thread(users.authenticate, CHAT.users_file, username, password, UPGRADES)
+        async with APP.hashing:
+            ok = await asyncio.to_thread(users.authenticate, APP.chat.users_file, username, password, APP.upgrades)
     except ConfigError as exc:
         log.error("login %r refused: the users file is not usable: %s", username, exc)
         return None
     if ok:
-        LOGINS.succeeded(username)
-    elif lock := LOGINS.failed(username):
+        APP.logins.succeeded(username)
+    elif lock := APP.logins.failed(username):
         log.warning("login %r refused: too many wrong passwords in a row, locked for %.0f s", username, lock)
     log.info("login %r: %s", username, "ok" if ok else "refused")
     if not ok:
         return None
     # the hash this login was checked against: a removed user or a new password ends the session (revocation.py)
-    credential = users.credentials(CHAT.users_file).get(username)
+    credential = users.credentials(APP.chat.users_file).get(username)
     return cl.User(identifier=username, metadata={"provider": "users-file", "credential": credential})
 
 
@@ -127,7 +101,7 @@ def _end_revoked_sessions() -> None:
     """Every request and websocket with a login is checked against the users file as it is now (revocation.py)."""
     from chainlit.server import app as server
 
-    server.add_middleware(RevokedSessions, users_file=CHAT.users_file, root_path=CHAT.root_path)
+    server.add_middleware(RevokedSessions, users_file=APP.chat.users_file, root_path=APP.chat.root_path)
 
 
 _end_revoked_sessions()
@@ -139,11 +113,11 @@ async def profiles(user: cl.User | None = None, language: str | None = None) -> 
         cl.ChatProfile(
             name=s.name,
             markdown_description=s.description or s.name,
-            default=s.name == DEFAULT,
+            default=s.name == APP.default,
             starters=[cl.Starter(label=text[:40], message=text) for text in s.starters] or None,
             config_overrides=None if s.takes_files else UPLOADS_OFF,  # the paper clip only where files are read
         )
-        for s in SCENARIOS.values()
+        for s in APP.scenarios.values()
     ]
 
 
@@ -171,7 +145,7 @@ def _serve_stored_elements() -> None:
         headers = {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff", "Content-Disposition": disposition}
         return Response(content, media_type=mime, headers=headers)
 
-    server.add_api_route(f"{CHAT.root_path}{thread_dicts.ELEMENT_ROUTE}/{{thread_id}}/{{element_id}}", stored_element, methods=["GET"])
+    server.add_api_route(f"{APP.chat.root_path}{thread_dicts.ELEMENT_ROUTE}/{{thread_id}}/{{element_id}}", stored_element, methods=["GET"])
     server.router.routes.insert(0, server.router.routes.pop())
 
     async def checked_feedback(update: UpdateFeedbackRequest, current_user=Depends(get_current_user)) -> JSONResponse:  # noqa: B008
@@ -197,9 +171,9 @@ def _serve_stored_elements() -> None:
         await layer.delete_feedback(payload.feedbackId)
         return JSONResponse(content={"success": True})
 
-    server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback, methods=["PUT"])
+    server.add_api_route(f"{APP.chat.root_path}/feedback", checked_feedback, methods=["PUT"])
     server.router.routes.insert(0, server.router.routes.pop())
-    server.add_api_route(f"{CHAT.root_path}/feedback", checked_feedback_removal, methods=["DELETE"])
+    server.add_api_route(f"{APP.chat.root_path}/feedback", checked_feedback_removal, methods=["DELETE"])
     server.router.routes.insert(0, server.router.routes.pop())
 
 
@@ -218,24 +192,24 @@ def _check_uploads() -> None:
         if session is None or not current_user or not session.user or session.user.identifier != current_user.identifier:
             return await upload_file(current_user, session_id, file, ask_parent_id)  # Chainlit's own 404 and 401
         user, size = current_user.identifier, file.size or 0
-        scenario = _scenario(session.chat_profile)
-        held = UPLOADS.bytes_of(user) + await _stored_file_bytes(user)
-        why = upload_gate.refusal(scenario, asked=ask_parent_id is not None, size=size, held=held, quota_mb=CHAT.upload_quota_mb)
+        scenario = APP.scenario(session.chat_profile)
+        held = APP.uploads.bytes_of(user) + await _stored_file_bytes(user)
+        why = upload_gate.refusal(scenario, asked=ask_parent_id is not None, size=size, held=held, quota_mb=APP.chat.upload_quota_mb)
         if why:
             log.warning("upload by %r refused (%s, %d bytes, %d held): %s", user, scenario.name, size, held, why.sentence)
             raise HTTPException(status_code=why.status, detail=why.sentence)
         response = await upload_file(current_user, session_id, file, ask_parent_id)
-        UPLOADS.add(session_id, user, json.loads(response.body)["id"], size)
+        APP.uploads.add(session_id, user, json.loads(response.body)["id"], size)
         return response
 
-    server.add_api_route(f"{CHAT.root_path}/project/file", checked_upload, methods=["POST"])
+    server.add_api_route(f"{APP.chat.root_path}/project/file", checked_upload, methods=["POST"])
     server.router.routes.insert(0, server.router.routes.pop())
 
 
 async def _stored_file_bytes(user: str) -> int:
     """The bytes of the user's files in the history (0 without history; a database that cannot answer counts 0:
     the pending files and the per-file limit still bound what one user takes)."""
-    if not HISTORY.enabled:
+    if not APP.history.enabled:
         return 0
     from chainlit.data import get_data_layer
 
@@ -252,7 +226,7 @@ _check_uploads()
 async def _forget_thread_uploads(user: str, thread_id: str) -> None:
     """A deleted thread's uploads leave the document index too."""
     try:
-        dropped = await DocsSession(DOCS, user, thread_id).forget()
+        dropped = await DocsSession(APP.docs, user, thread_id).forget()
         if dropped:
             log.info("docs: thread of %s deleted: %d uploaded document(s) removed", user, dropped)
     except ErnieOpsError as exc:
@@ -263,9 +237,6 @@ async def _forget_uploads_of(owner: str | None, thread_id: str) -> None:
     """Retention deleted a thread: its uploads leave the document index too (an ownerless thread has none)."""
     if owner is not None:
         await _forget_thread_uploads(owner, thread_id)
-
-
-BACKGROUND: list[asyncio.Task] = []  # retention and the uploads' sweep (kept referenced; cancelled at shutdown)
 
 
 def _register_history() -> None:
@@ -281,7 +252,7 @@ def _register_history() -> None:
     from ernie_ops.threads.retention import RETENTION_INTERVAL_SECONDS, keep_applying
     from ernie_ops.threads.store import ThreadStore
 
-    url, breaker = database_url(HISTORY), Breaker()  # one breaker per database: an open that failed is not retried per message
+    url, breaker = database_url(APP.history), Breaker()  # one breaker per database: an open that failed is not retried per message
 
     async def open_history() -> ThreadStore:
         return await ThreadStore.open(url, breaker=breaker)
@@ -298,7 +269,7 @@ def _register_history() -> None:
 
     @cl.data_layer
     def data_layer() -> HistoryLayer:
-        return HistoryLayer(open_history, CHAT.root_path, on_deleted=_forget_thread_uploads, action_titles=ACTION_TITLES)
+        return HistoryLayer(open_history, APP.chat.root_path, on_deleted=_forget_thread_uploads, action_titles=ACTION_TITLES)
 
     _serve_stored_elements()
 
@@ -309,26 +280,27 @@ def _register_history() -> None:
     async def start_retention() -> None:
         """In the background (never delays the start), at start, then daily: chat.history.retention_days, and the
         sweep of this host's uploads whose thread is gone from the shared database (deleted on another host)."""
-        if HISTORY.retention_days is not None:
-            BACKGROUND.append(asyncio.create_task(keep_applying(get_data_layer().store, HISTORY.retention_days, _forget_uploads_of)))
-        BACKGROUND.append(asyncio.create_task(keep_sweeping(threads, DOCS, RETENTION_INTERVAL_SECONDS)))
+        days = APP.history.retention_days
+        if days is not None:
+            APP.background.append(asyncio.create_task(keep_applying(get_data_layer().store, days, _forget_uploads_of)))
+        APP.background.append(asyncio.create_task(keep_sweeping(threads, APP.docs, RETENTION_INTERVAL_SECONDS)))
 
     @cl.on_app_shutdown
     async def stop_retention() -> None:
-        for task in BACKGROUND:
+        for task in APP.background:
             task.cancel()
 
 
-if HISTORY.enabled:
+if APP.history.enabled:
     _register_history()
 
 
 def _new_conversation(name: str | None) -> Conversation:
     user = cl.user_session.get("user")
-    scenario = _scenario(name)
+    scenario = APP.scenario(name)
     who = user.identifier if user else "-"
-    docs = DocsSession(DOCS, who, cl.context.session.thread_id, embed=EMBED) if scenario.retrieval else None
-    conv = Conversation(scenario, CHAT, BUDGET, CLIENT, COUNTER, user=who, docs=docs, session=cl.context.session.thread_id)
+    docs = DocsSession(APP.docs, who, cl.context.session.thread_id, embed=APP.embed) if scenario.retrieval else None
+    conv = Conversation(scenario, APP.chat, APP.budget, APP.client, APP.counter, user=who, docs=docs, session=cl.context.session.thread_id)
     cl.user_session.set("conversation", conv)
     return conv
 
@@ -340,9 +312,9 @@ async def start() -> None:
     if docs is not None:
         await _offer_collections(docs)
     if scenario.tool == "copy":
-        await TOOLS[scenario.name].start()
+        await APP.tools[scenario.name].start()
     elif scenario.tool == "onboarding":
-        await TOOLS[scenario.name].start(who)
+        await APP.tools[scenario.name].start(who)
 
 
 async def _tool():
@@ -352,7 +324,7 @@ async def _tool():
     if conv is None:
         return None
     await _remember_profile(conv)
-    return TOOLS.get(conv.scenario.name)
+    return APP.tools.get(conv.scenario.name)
 
 
 def _login() -> str:
@@ -418,7 +390,7 @@ async def resume(thread: dict) -> None:
     if conv.docs is not None:
         await _restore_uploads(conv, thread)
         await _offer_collections(conv.docs)
-    tool = TOOLS.get(conv.scenario.name)
+    tool = APP.tools.get(conv.scenario.name)
     if tool is not None and hasattr(tool, "resume"):
         tool.resume(thread.get("elements") or [])
 
@@ -426,13 +398,13 @@ async def resume(thread: dict) -> None:
 async def _restore_uploads(conv: Conversation, thread: dict) -> None:
     """A Docs thread resumed on a host whose index lacks its uploads (it was uploaded on another host): they are
     indexed again from the history database's copies. A failure is logged; the thread opens all the same."""
-    if not HISTORY.enabled:
+    if not APP.history.enabled:
         return
     from chainlit.data import get_data_layer
 
     layer = get_data_layer()
     try:
-        await restore_uploads(DOCS, thread, conv.user, layer.element_content, embed=EMBED)
+        await restore_uploads(APP.docs, thread, conv.user, layer.element_content, embed=APP.embed)
     except ErnieOpsError as exc:
         log.error("docs: the uploads of thread %s were not re-indexed: %s", thread.get("id"), exc)
 
@@ -440,7 +412,7 @@ async def _restore_uploads(conv: Conversation, thread: dict) -> None:
 async def _remember_profile(conv: Conversation) -> None:
     """The thread's scenario in its metadata at its first message (Chainlit writes it only when the socket
     closes, which an app restart may never do)."""
-    if not HISTORY.enabled or cl.user_session.get("profile_saved"):
+    if not APP.history.enabled or cl.user_session.get("profile_saved"):
         return
     cl.user_session.set("profile_saved", True)
     from chainlit.data import get_data_layer
@@ -452,13 +424,13 @@ async def _remember_profile(conv: Conversation) -> None:
 @cl.on_chat_end
 async def ended() -> None:
     session = cl.context.session
-    UPLOADS.end(session.id)
-    if HISTORY.enabled:
+    APP.uploads.end(session.id)
+    if APP.history.enabled:
         from chainlit.data import get_data_layer
 
         get_data_layer().forget_uploads(list(session.files))
     conv: Conversation | None = cl.user_session.get("conversation")
-    if conv is not None and conv.docs is not None and not HISTORY.enabled:  # with history, uploads stay with their thread
+    if conv is not None and conv.docs is not None and not APP.history.enabled:  # with history, uploads stay with their thread
         try:
             dropped = await conv.docs.forget()
             if dropped:
@@ -518,7 +490,7 @@ async def _answer(message: cl.Message) -> None:
     files = [e for e in message.elements or [] if isinstance(e, cl.File) or getattr(e, "path", None)]
     if conv.scenario.tool == "copy":
         if files:
-            await _settle(files, await TOOLS[conv.scenario.name].batch(files))
+            await _settle(files, await APP.tools[conv.scenario.name].batch(files))
         elif message.content.strip():
             await cl.Message(content=USE_THE_FORM).send()
         return
@@ -528,7 +500,7 @@ async def _answer(message: cl.Message) -> None:
         return
     if conv.scenario.tool == "onboarding":  # with the employee's facts and plan in the prompt, never bare free chat
         if message.content.strip():
-            await TOOLS[conv.scenario.name].ask(_login(), message.content, conv, MessageSink())
+            await APP.tools[conv.scenario.name].ask(_login(), message.content, conv, MessageSink())
         return
     if conv.docs is not None:
         if files:
@@ -538,8 +510,8 @@ async def _answer(message: cl.Message) -> None:
             return
         if not files and not await conv.docs.has_documents():
             asked = await cl.AskFileMessage(
-                content=NO_DOCUMENTS, accept=["*/*"], max_files=min(DOCS.max_files_per_message, 10),
-                max_size_mb=upload_limits.ask_mb(CHAT), timeout=600, raise_on_timeout=False,
+                content=NO_DOCUMENTS, accept=["*/*"], max_files=min(APP.docs.max_files_per_message, 10),
+                max_size_mb=upload_limits.ask_mb(APP.chat), timeout=600, raise_on_timeout=False,
             ).send()  # fmt: skip
             if not asked:
                 return
@@ -554,7 +526,7 @@ async def _keep_with_message(message: cl.Message, asked: list) -> None:
     """Files given when the app asked for them (AskFileMessage) become the user's message's attachments, as files
     sent with it are: with history the thread keeps their bytes (a resume on another host indexes them again; the
     thread's deletion deletes them), and a resumed thread shows them under the question."""
-    if not HISTORY.enabled:
+    if not APP.history.enabled:
         return
     for f in asked:
         try:
@@ -581,8 +553,8 @@ async def _settle(files: list, kept: list, stored: bool = True) -> None:
         session.files.pop(f.id, None)  # the page still shows the file: its link now answers 404, not a 500 with a traceback
         if getattr(f, "path", None):
             Path(f.path).unlink(missing_ok=True)
-    UPLOADS.settle(session.id, [f.id for f in files])
-    if HISTORY.enabled and stored:
+    APP.uploads.settle(session.id, [f.id for f in files])
+    if APP.history.enabled and stored:
         from chainlit.data import get_data_layer
 
         await get_data_layer().settle_uploads([f.id for f in kept], [f.id for f in dropped])
@@ -593,7 +565,7 @@ async def _index_uploads(docs: DocsSession, uploads: list[Upload]) -> list:
     each refused file was; the outcomes, one per file."""
     async with cl.Step(name="索引文档 / Indexing", type="tool") as step:
         step.input = ", ".join(u.name for u in uploads)
-        async with READS:
+        async with APP.reads:
             outcomes = await docs.upload(uploads)
         indexed, refused = upload_summary(outcomes)
         step.output = indexed or "-"
