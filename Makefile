@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CACHE ?= $(HOME)/.cache/ernie-ops
 VENV ?= $(CACHE)/venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := nginx systemd python3-venv curl iproute2 util-linux procps chromium fonts-wqy-microhei \
+APT_PACKAGES := nginx libnginx-mod-http-js systemd python3-venv curl iproute2 util-linux procps chromium fonts-wqy-microhei \
 	prometheus prometheus-node-exporter prometheus-blackbox-exporter dbus postgresql
 # The test venv is pip-synced to requirements/test.lock (exactly its pins, nothing else); `make lock`
 # regenerates the three locks from requirements/*.txt and setup.py.

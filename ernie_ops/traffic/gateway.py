@@ -48,7 +48,7 @@ def render_split(source: int, target: int, percent: int, sticky: str = "none") -
     return "".join(lines)
 
 
-SESSION_KEY = "$ernie_session_key"  # the chat's thread id or a client's X-Session-Id (nginx/ernie-ops.conf)
+SESSION_KEY = "$ernie_session_key"  # X-Session-Id (the chat's thread id), else the body's `user` (nginx/ernie-ops/session_key.js)
 
 
 def render_pool(

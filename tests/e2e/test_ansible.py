@@ -209,7 +209,7 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     """ans-edge (role ernie_edge, its own nginx) in front of ans-a's and ans-b's gateways, seen from a client on the lan:
     plain HTTP redirects except /healthz and /health, the lab certificate verifies against the CA it was given,
     HTTP/2 is offered, a connection is kept alive across requests, requests reach both hosts, a session key always the
-    same one, and each host's gateway logs (and rate-limits) the client, not the edge."""
+    same one (in X-Session-Id or in the body's `user`), and each host's gateway logs (and rate-limits) the client, not the edge."""
     assert first_run.rc == 0, "needs the first run"
     edge, a = fleet.hosts["ans-edge"], fleet.hosts["ans-a"]
     assert edge.show("ernie-edge.service", "ActiveState") == "active"
@@ -241,6 +241,14 @@ def test_the_edge_serves_https_in_front_of_both_hosts(fleet, first_run):
     print(f"edge: 12 session keys, 3 requests each: {sorted((k, sorted(v)) for k, v in keyed.items())}")
     assert all(len(v) == 1 for v in keyed.values()), keyed
     assert set().union(*keyed.values()) == gateways, keyed
+    # the same keys in OpenAI's `user` field of a completion's body, no header: read by njs at the edge (and at the
+    # gateway behind it), they reach the gateway the header reached
+    by_user = {}
+    for key in keyed:
+        body = json.dumps({"model": "ernie-tiny", "prompt": "Hi", "max_tokens": 1, "user": key})
+        post = ["-H", "Content-Type: application/json", "-d", body, f"{url}/v1/completions"]
+        by_user[key] = {curl("-o", "/dev/null", "-w", "%header{x-ernie-gateway}", *post)}
+    assert by_user == keyed, (by_user, keyed)
     for name in ("ans-a", "ans-b"):
         last = json.loads(fleet.hosts[name].run("grep '/v1/models' /var/log/nginx/ernie-ops.access.log | tail -1").stdout)
         assert last["client"] == fleet.lan.addresses["ans-a"], (name, last)  # not the edge's address

@@ -21,8 +21,10 @@ from tests.conftest import free_port
 
 PROJECT = Path(__file__).resolve().parents[2]
 NGINX = "/usr/sbin/nginx"
+JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"  # libnginx-mod-http-js: the API's session key (njs)
 
 MAIN_CONF = """\
+load_module {js_module};
 daemon off;
 worker_processes 2;
 pid logs/nginx.pid;
@@ -131,7 +133,7 @@ def prepare(
     if client_keepalive:
         (conf / "site-keepalive.conf").write_text(site.read_text().replace("keepalive_timeout 0;", "keepalive_timeout 65;"))
         site = conf / "site-keepalive.conf"
-    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=site))
+    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=site, js_module=JS_MODULE))
     (conf / "ernie-ops" / "server.conf").write_text(f"listen 127.0.0.1:{port};\naccess_log logs/ernie-ops.access.log ernie_ops;\n")
     edge_port = free_port()
     (conf / "ernie-ops" / "edge-listen.conf").write_text(
@@ -217,8 +219,9 @@ def prepare_edge(prefix: Path, backends: list[str], tls: Tls, http2: bool = True
         (prefix / d).mkdir(exist_ok=True)
     for f in (PROJECT / "nginx" / "ernie-edge").iterdir():
         shutil.copy(f, conf / "ernie-edge" / f.name)
+    shutil.copy(PROJECT / "nginx" / "ernie-ops" / "session_key.js", conf / "ernie-edge")  # the gateway's, as the role does
     edge = Edge(prefix=prefix, port=free_port(), scheme="https", http_port=free_port(), ca=tls.ca)
-    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=PROJECT / "nginx" / "ernie-edge.conf"))
+    (conf / "nginx.conf").write_text(MAIN_CONF.format(site=PROJECT / "nginx" / "ernie-edge.conf", js_module=JS_MODULE))
     log = "access_log logs/ernie-edge.access.log ernie_edge;\n"
     (conf / "ernie-edge" / "tls.conf").write_text(
         f"listen 127.0.0.1:{edge.port} ssl{' http2' if http2 else ''};\nssl_certificate {tls.cert};\nssl_certificate_key {tls.key};\n{log}"

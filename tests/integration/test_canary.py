@@ -192,7 +192,8 @@ def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_o
     """Pool routing and self-healing (issue 33) on real nginx and vLLM: the site's two instances as a pool
     (`render_pool`, written with its keyed twin by `Gateway.write_upstream`). Requests without a key meet both; every
     request of one session, sent by the chat's own client with its thread id, meets one instance, and the sessions
-    spread over both. Then one instance hangs (SIGSTOP: its port still accepts): the pool watch takes it out of
+    spread over both; a session's key in OpenAI's `user` field of the body (nginx/ernie-ops/session_key.js) meets the
+    instance its X-Session-Id met. Then one instance hangs (SIGSTOP: its port still accepts): the pool watch takes it out of
     rotation, every request meets the other; it resumes: the watch puts it back. Last, an upgrade holds it out (a
     gate it failed: `# held:` on its line, which nginx -t takes): healthy as it is, the watch leaves it out."""
     import asyncio
@@ -211,10 +212,12 @@ def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_o
         seen: dict[str, set[str]] = {}
         try:
             # 24 sessions, twice each: a consistent hash over two ports drawn at random can put 8 keys all on one
-            # (it did, once in five runs); 24 all on one is below 1 in 10,000 even on a 70/30 ring
+            # (it did, once in five runs); 24 all on one is below 1 in 10,000 even on a 70/30 ring. First as the
+            # chat sends them (X-Session-Id), then as an API client may (OpenAI's `user` field, no header).
             for i in range(48):
                 key, stats = f"thread-{i % 24}", ReplyStats()
-                await client.complete([{"role": "user", "content": "Hello"}], 1, 0.0, stats, session=key)
+                how = {"session": key} if i < 24 else {"extra": {"user": key}}
+                await client.complete([{"role": "user", "content": "Hello"}], 1, 0.0, stats, **how)
                 seen.setdefault(key, set()).add(stats.upstream)
         finally:
             await client.aclose()

@@ -149,5 +149,7 @@ def test_the_edge_weighs_each_gateway_by_the_replicas_its_own_ernie_ops_says(tmp
     ], servers
     site = (ROOT / "nginx" / "ernie-edge.conf").read_text()
     keyed = site.split("upstream ernie_gateways_keyed {", 1)[1].split("}", 1)[0]
-    assert "hash $http_x_session_id consistent;" in keyed and "include ernie-edge/upstream.conf;" in keyed
-    assert "~^/v1/ $ernie_edge_api_pool;" in site and '"" ernie_gateways;' in site
+    assert "hash $ernie_session_key consistent;" in keyed and "include ernie-edge/upstream.conf;" in keyed
+    api = site.split("location /v1/ {", 1)[1].split("}", 1)[0]
+    assert "js_content ernie_session.route;" in api  # X-Session-Id, else the body's `user`: @keyed or @balanced
+    assert "proxy_pass http://ernie_gateways_keyed;" in site.split("location @keyed {", 1)[1].split("}", 1)[0]
