@@ -10,7 +10,7 @@ front; the load is `ernie-ops bench` (this machine's 2 cores are shared with the
 4. kill -9 of a replica's engine under load, the pool watch running: failed requests while it dies and after.
 5. a crash of one replica's engine core alone under load (its API server answers 500 until it exits, as after a CUDA
    fault): the gateway's retry rule as shipped (a sent request that fails with an error or a 500 goes to the next
-   replica, nginx/ernie-ops/locations.conf) against the rule before it (only a refused connection goes on).
+   replica, nginx/ernie-ops/api-proxy.conf) against the rule before it (only a refused connection goes on).
 
 Run: ~/.cache/ernie-ops/venv/bin/python -m benchmarks.pool [SECONDS_PER_PHASE [PHASES]]  (PHASES e.g. 45; all by default)
 """
@@ -90,15 +90,15 @@ async def chats(url: str, keyed: bool, conversations: int = 8, turns: int = 6) -
     return ttfts
 
 
-SHIPPED_RETRY = re.compile(r"^    proxy_next_upstream .*;$", re.M)  # location /v1/'s rule
-REFUSED_ONLY = "    proxy_next_upstream error timeout;"  # the rule before: only what was never sent goes on
+SHIPPED_RETRY = re.compile(r"^proxy_next_upstream .*;$", re.M)  # the API's rule (@balanced and @keyed)
+REFUSED_ONLY = "proxy_next_upstream error timeout;"  # the rule before: only what was never sent goes on
 
 
 def retry_rule(ng: nginx.Nginx, rule: str | None) -> str:
-    """Set /v1/'s proxy_next_upstream in this nginx's copy of locations.conf (None: as shipped) and reload."""
-    shipped = (PROJECT / "nginx" / "ernie-ops" / "locations.conf").read_text()
+    """Set the API's proxy_next_upstream in this nginx's copy of api-proxy.conf (None: as shipped) and reload."""
+    shipped = (PROJECT / "nginx" / "ernie-ops" / "api-proxy.conf").read_text()
     line = SHIPPED_RETRY.search(shipped).group(0)
-    (ng.prefix / "conf" / "ernie-ops" / "locations.conf").write_text(shipped.replace(line, rule or line, 1))
+    (ng.prefix / "conf" / "ernie-ops" / "api-proxy.conf").write_text(shipped.replace(line, rule or line, 1))
     ng.reload()
     return (rule or line).strip()
 

@@ -57,7 +57,7 @@ def render_pool(
     """A pool of replicas in rotation (docs/design/replica-pool.md): every port a `server`, `down` ones marked so (out
     of rotation, the line kept for the watch to put back), balanced by `least_conn` (or nginx's round robin); requests
     with a session key go by the keyed twin (`render_keyed`), so few conversations move when a replica leaves. A request
-    a replica refused, reset or answered 500 goes once to the next (proxy_next_upstream, nginx/ernie-ops/locations.conf)
+    a replica refused, reset or answered 500 goes once to the next (proxy_next_upstream, nginx/ernie-ops/api-proxy.conf)
     and the failed one is skipped for 5 s (max_fails=1 fail_timeout=5s). The shared zone makes every worker balance from the same counts.
     `held`: port -> why an upgrade left it out (a gate it failed): `down` with a `# held:` comment, which the watch
     never puts back however well it answers /health (`held_of`)."""
