@@ -45,13 +45,16 @@ def include_replaced(ng: nginx.Nginx, name: str, text: str):
 
 
 def test_sse_streams_token_by_token_through_nginx_without_gzip(stack):
-    """The engine is held 70% of every 100 ms (tests/harness/throttle.held): unheld on an AMX Xeon, the tiny model made
-    its 300 tokens faster than vLLM's API server sent them, and they left vLLM in 2 bursts (said nothing of nginx)."""
+    """The engine is held 90% of every 100 ms (tests/harness/throttle.held): unheld on an AMX Xeon, the tiny model made
+    its 300 tokens faster than vLLM's API server sent them, and they left vLLM in 2 bursts (said nothing of nginx).
+    A buffering hop gives one or two bursts (gzip on text/event-stream: one); the held engine makes a burst per 10 ms
+    window at most, and vLLM's API server on a busy machine merges some (8 distinct times at 70% held under CI load,
+    165-250 alone)."""
     sp, ng, port = stack
     body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 300, "ignore_eos": True, "stream": True}
     arrivals = []
     headers = {"Accept-Encoding": "gzip"}
-    with throttle.held(sp.engine().pid, 0.7), httpx.stream("POST", f"{ng.url}/v1/completions", json=body, headers=headers, timeout=60) as r:
+    with throttle.held(sp.engine().pid, 0.9), httpx.stream("POST", f"{ng.url}/v1/completions", json=body, headers=headers, timeout=60) as r:
         assert r.status_code == 200
         assert r.headers["x-ernie-upstream"] == f"127.0.0.1:{port}"
         assert "gzip" not in r.headers.get("content-encoding", "")
@@ -63,7 +66,7 @@ def test_sse_streams_token_by_token_through_nginx_without_gzip(stack):
     spread = arrivals[-2][0] - arrivals[0][0]
     distinct = len({round(t, 3) for t, _ in arrivals})
     print(f"\n300 tokens through nginx: first-to-last {spread * 1000:.0f} ms over {distinct} distinct arrival times")
-    assert distinct > 20, "tokens arrived in a few bursts: nginx buffered the stream"  # held: 165-250 of 301 (AMX Xeon)
+    assert distinct > 5, "tokens arrived in a few bursts: nginx buffered the stream"
 
 
 def test_health_healthz_and_metrics(stack):
