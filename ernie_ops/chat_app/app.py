@@ -308,13 +308,48 @@ def _new_conversation(name: str | None) -> Conversation:
 @cl.on_chat_start
 async def start() -> None:
     conv = _new_conversation(cl.user_session.get("chat_profile"))
-    scenario, docs, who = conv.scenario, conv.docs, conv.user
-    if docs is not None:
-        await _offer_collections(docs)
-    if scenario.tool == "copy":
-        await APP.tools[scenario.name].start()
-    elif scenario.tool == "onboarding":
-        await APP.tools[scenario.name].start(who)
+    shown = await _show_start(conv)
+    if conv.docs is not None or conv.scenario.tool:
+        task = asyncio.create_task(_show_again_if_moved(conv, shown))  # the session's context goes with it
+        APP.background.append(task)
+        task.add_done_callback(APP.background.remove)
+
+
+async def _show_start(conv: Conversation) -> list[cl.Message]:
+    """What a chat shows before the user writes: Docs' collections, the Marketing form, the onboarding cards."""
+    if conv.docs is not None:
+        await _offer_collections(conv.docs)
+    if conv.scenario.tool == "copy":
+        return await APP.tools[conv.scenario.name].start()
+    if conv.scenario.tool == "onboarding":
+        return await APP.tools[conv.scenario.name].start(conv.user)
+    return []
+
+
+MOVE_WATCH_SECONDS = 15.0
+
+
+async def _show_again_if_moved(conv: Conversation, shown: list[cl.Message]) -> None:
+    """Chainlit can move a new session to another socket right after on_chat_start ran: a profile switch whose
+    settings took over 200 ms makes the page connect twice, and on a busy host the first socket's on_chat_start
+    output went to a socket the page had dropped (CI: the Marketing form never showed). Chainlit runs on_chat_start
+    once per session, so until the user's first message or action, a move shows the start again on the new socket
+    (what was shown removed first, so a page that kept it shows it once)."""
+    session = cl.context.session
+    socket = session.socket_id
+    deadline = asyncio.get_running_loop().time() + MOVE_WATCH_SECONDS
+    try:
+        while asyncio.get_running_loop().time() < deadline and not session.has_first_interaction:
+            await asyncio.sleep(0.2)
+            if session.socket_id != socket and not session.has_first_interaction:
+                socket = session.socket_id
+                for msg in shown:
+                    await msg.remove()
+                shown = await _show_start(conv)
+                log.info("chat of %s (%s) moved to another socket before its first message: its start shown again",
+                         conv.user, conv.scenario.name.replace(" ", "_"))  # fmt: skip
+    except Exception as exc:  # the chat goes on as Chainlit left it; only the second showing is missing
+        log.warning("chat of %s: its start could not be shown again: %s: %s", conv.user, type(exc).__name__, exc)
 
 
 async def _tool():

@@ -78,11 +78,14 @@ class CopyTool:
         self.reads = reads or asyncio.Semaphore(1)
         self.writer = CopyWriter(client, cfg, system_prompt)
 
-    async def start(self) -> None:
+    async def start(self) -> list[cl.Message]:
+        """The form, in a message; returns what it sent (app.py shows it again if Chainlit moves the session)."""
         form = cl.CustomElement(name="CopyForm", props=form_props(self.cfg), display="inline")
         cl.user_session.set(FORM, form)
         cl.user_session.set(CARDS, {})
-        await cl.Message(content=INTRO, elements=[form]).send()
+        msg = cl.Message(content=INTRO, elements=[form])
+        await msg.send()
+        return [msg]
 
     def resume(self, stored: list[dict]) -> int:
         """A resumed thread's form (its stored element, the last one) is this session's again: it generates and

@@ -55,24 +55,22 @@ class OnboardingTool:
     def __init__(self, service: Onboarding | None):
         self.service = service  # None: it could not be built (the journal says why, at start)
 
-    async def start(self, login: str) -> None:
+    async def start(self, login: str) -> list[cl.Message]:
+        """The employee's item cards; returns the messages it sent (app.py shows them again if Chainlit moves the
+        session to another socket)."""
         if self.service is None:
-            await cl.ErrorMessage(content=UNAVAILABLE).send()
-            return
+            return [await _sent(cl.ErrorMessage(content=UNAVAILABLE))]
         try:
             opened = await self.service.open(login)
         except OnboardingOver as exc:
             log.info("onboarding %s: %s", login, exc)
-            await cl.Message(content=exc.message).send()
-            return
+            return [await _sent(cl.Message(content=exc.message))]
         except HRError as exc:
             log.warning("onboarding %s: %s", login, exc.detail)
-            await cl.ErrorMessage(content=exc.message).send()
-            return
+            return [await _sent(cl.ErrorMessage(content=exc.message))]
         except ErnieOpsError as exc:
             log.error("onboarding %s: %s", login, exc)
-            await cl.ErrorMessage(content=UNAVAILABLE).send()
-            return
+            return [await _sent(cl.ErrorMessage(content=UNAVAILABLE))]
         items = sorted(opened.items, key=lambda i: KIND_ORDER.get(i.kind, len(KIND_ORDER)))  # stable: push order within a kind
         elements = {i.item_id: cl.CustomElement(name="OnboardingItem", props=card(i), display="inline") for i in items}
         cl.user_session.set(ITEMS, elements)
@@ -87,7 +85,7 @@ class OnboardingTool:
             f"\n\n下面是你的入职事项（已确认 {done}/{len(items)}），看完请逐条点「确认」。"
             " / Your onboarding items: confirm each once you have read it."
         )
-        await send_in_order(content, list(elements.values()))
+        return [await send_in_order(content, list(elements.values()))]
 
     def resume(self, stored: list[dict]) -> int:
         """A resumed thread's item cards (its stored elements, their props as last updated) become this
@@ -134,3 +132,8 @@ class OnboardingTool:
     async def ask(self, login: str, text: str, conversation, sink) -> None:
         """A typed message: answered with the login's facts and plan (never free chat without them)."""
         await answer(self.service, login, text, conversation, sink)
+
+
+async def _sent(msg: cl.Message) -> cl.Message:
+    await msg.send()
+    return msg

@@ -416,9 +416,25 @@ def _cards(chat) -> list[str]:
 
 
 def test_copy_form_refuses_a_missing_product_then_shows_three_cards(chat, sb):
-    chat.choose_profile(COPY_PROFILE)
+    """The switch to Marketing is made as a busy host makes it: the page's GET /project/settings held 1.5 s, so the
+    page connects twice and on_chat_start's form goes to the socket it drops (CI once: no form within 30 s). The app
+    shows its start again on the session's new socket (app._show_again_if_moved); its journal says so."""
+    since = now(sb)
+
+    def held(route) -> None:
+        time.sleep(1.5)
+        route.continue_()
+
+    chat.page.route("**/project/settings*", held)
+    try:
+        chat.choose_profile(COPY_PROFILE)
+    finally:
+        chat.page.unroute("**/project/settings*")
     form = chat.page.locator("#copy-form")
     form.wait_for(timeout=30_000)
+    assert form.count() == 1
+    journal = sb.run(["journalctl", "--no-pager", "-o", "cat", "-u", host.CHAT_UNIT, "--since", since], check=False).stdout
+    assert "moved to another socket before its first message: its start shown again" in journal, journal[-2000:]
     chat.page.fill("#copy-audience", "通勤白领")
     chat.page.click("#copy-generate")  # no product: the form says so under the field, nothing is generated
     chat.page.wait_for_selector("#copy-error-product", timeout=30_000)
