@@ -183,6 +183,7 @@ async def run_batch(
         summary.seconds = time.perf_counter() - started
         summary.requests = writer.stats.requests - requests0
         summary.regenerations = writer.stats.regenerations - regenerations0
+    summary.failed_rows.sort(key=lambda f: f.row)  # file order, whichever request failed first
     if queue:
         summary.not_attempted = len(queue)
         summary.stopped = f"stopped after {stop_after} consecutive rows failed on the gateway"

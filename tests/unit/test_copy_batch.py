@@ -198,3 +198,17 @@ def test_xlsx_output(tmp_path):
     assert summary.ok
     rows, _ = batch_io.read_posts(tmp_path / "out.xlsx")
     assert len(rows) == 4
+
+
+def test_failed_rows_are_listed_in_file_order_whichever_failed_first(tmp_path):
+    """Rows run at once: a later row's request may fail first (CI: row 3 before row 2 against a dead gateway); the
+    summary lists them in file order."""
+
+    class FirstRowSlow(Fake):
+        async def __call__(self, messages, *args, **kwargs):
+            if "Product: 产品0\n" in messages[1]["content"]:
+                await asyncio.sleep(0.05)
+            return await super().__call__(messages, *args, **kwargs)
+
+    summary, _ = batch(products_csv(tmp_path / "in.csv", ["产品0", "产品1"]), tmp_path / "out.csv", FirstRowSlow(down=True))
+    assert [f.row for f in summary.failed_rows] == [2, 3], summary.failed_rows
