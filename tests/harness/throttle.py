@@ -54,7 +54,7 @@ def hold(pids: list[int], share: float, stop: threading.Event, routed: Callable[
 
 
 @contextlib.contextmanager
-def held(api_server_pid: int, share: float, period: float = 0.1) -> Iterator[None]:
+def held(api_server_pid: int, share: float, period: float = 0.1, routed: Callable[[], bool] = lambda: True) -> Iterator[None]:
     """The API server's engine cores held `share` of every `period` by a thread of this process while the block runs.
     Also what keeps a tiny model's stream flowing on a fast CPU: its engine core then made tokens faster than vLLM's
     API server reads them, whose output loop never yields while outputs wait, so a reply (and a client's disconnect)
@@ -62,7 +62,7 @@ def held(api_server_pid: int, share: float, period: float = 0.1) -> Iterator[Non
     pids = engine_cores(api_server_pid)
     assert pids, f"pid {api_server_pid} has no engine core child"
     stop = threading.Event()
-    thread = threading.Thread(target=hold, args=(pids, share, stop, lambda: True, period), daemon=True)
+    thread = threading.Thread(target=hold, args=(pids, share, stop, routed, period), daemon=True)
     thread.start()
     try:
         yield
