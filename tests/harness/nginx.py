@@ -7,17 +7,21 @@ then adjusted: listen port, upstream), logs/, temp/. Started in the foreground, 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from ernie_ops import config
 from ernie_ops.traffic import gateway
 from tests.conftest import free_port
+from tests.harness.fault_server import FaultServer
 
 PROJECT = Path(__file__).resolve().parents[2]
 NGINX = "/usr/sbin/nginx"
@@ -110,6 +114,36 @@ class Nginx:
 
     def error_log(self) -> str:
         return (self.prefix / "logs" / "error.log").read_text(errors="replace")
+
+    @contextlib.contextmanager
+    def include_replaced(self, name: str, text: str) -> Iterator[None]:
+        """One of the small includes rewritten and loaded as `ernie-ops` loads it (validated, then reloaded); the
+        original is back (and loaded) afterwards."""
+        path = self.prefix / "conf" / "ernie-ops" / name
+        original = path.read_text()
+        gw = gateway.Gateway(config.GatewayConfig(**self.gateway_config()))
+        try:
+            path.write_text(text)
+            gw.apply()
+            time.sleep(0.3)
+            yield
+        finally:
+            path.write_text(original)
+            gw.reload()
+            time.sleep(0.3)
+
+    @contextlib.contextmanager
+    def pool_silent_after_one_event(self) -> Iterator[FaultServer]:
+        """The pool replaced by a STUB replica (tests/harness/fault_server.py `stall`) that answers an SSE head and one
+        event, then sends nothing for 30 s: whether a hop relays an event as it comes is then a wait for that event,
+        not a count of arrival times. vLLM cannot be made to pause on demand; timed against it, its API server on 2
+        busy cores sent 300 tokens in 2 bursts, held engine or not (CI of 2026-12-07), which said nothing of nginx."""
+        stub = FaultServer(["stall"]).start()
+        try:
+            with self.include_replaced("upstream.conf", gateway.render_pool([stub.port])):
+                yield stub
+        finally:
+            stub.stop()
 
 
 def prepare(
