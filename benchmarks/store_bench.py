@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ernie_ops.docs import index_file, store, tokens
+from ernie_ops.docs import index_file, index_search, tokens
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import DEFAULT_TOKENIZER, Index, Scope
 
@@ -125,10 +125,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, choices=tokens.TOKENIZERS)
     ap.add_argument("--contentless", action="store_true")
-    ap.add_argument("--budget", type=int, default=store.POSTINGS_BUDGET, help="store.POSTINGS_BUDGET for this run")
+    ap.add_argument("--budget", type=int, default=index_search.POSTINGS_BUDGET, help="index_search.POSTINGS_BUDGET for this run")
     ap.add_argument("--keep", metavar="DIR", help="build the indexes in DIR and keep them (reused when there)")
     args = ap.parse_args()
-    store.POSTINGS_BUDGET = args.budget
+    index_search.POSTINGS_BUDGET = args.budget
     corpus = Corpus()
     print(f"tokenizer {args.tokenizer}; k=5; {args.queries} questions per measurement; postings budget {args.budget}")
     print("passages  insert/s  KB/1k  open ms  scope   wall p50  wall p99  cpu p50  cpu p99  (ms)")

@@ -1,15 +1,17 @@
 """The document index's SQLite file: its schema, opening it (quick_check once per process while the file is
 unchanged), one writer at a time (WAL, `BEGIN IMMEDIATE`), a busy file told from a damaged one (only a damaged one
 is kept aside, at the next open), and sqlite-vec loaded when vectors are asked for. What is stored in it and how it
-is searched: `docs/store.py`. Why each choice, and the measurements: docs/design/document-index.md.
+is searched: `docs/index_write.py`, `docs/index_search.py`. Why each choice, and the measurements: docs/design/document-index.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import sqlite3
+import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ernie_ops.errors import ErnieOpsError
@@ -225,3 +227,17 @@ class IndexFile:
                 "install sqlite-vec in a Python whose sqlite3 allows extensions, or turn embeddings off"
             ) from None
         self._vec_loaded = True
+
+
+def vector_blob(vector: Sequence[float], dim: int, what: str) -> bytes:
+    """A vector as the `vec` table stores it; a sentence naming `what` when it does not fit the index's vectors."""
+    if len(vector) != dim:
+        raise StoreError(f"{what} has {len(vector)} dimensions but the index holds {dim}-dimensional vectors; use the same embedding model")
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
+        raise StoreError(f"{what} holds a value that is not a finite number; check the embedding model's output")
+    return struct.pack(f"{dim}f", *vector)
+
+
+def with_vectors(conn: sqlite3.Connection, doc_id: int) -> set[int]:
+    """The document's passages that have a vector (the vec table exists and sqlite-vec is loaded)."""
+    return {r[0] for r in conn.execute("SELECT c.id FROM chunks c JOIN vec v ON v.chunk_id = c.id WHERE c.doc_id = ?", (doc_id,))}

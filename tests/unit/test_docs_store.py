@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ernie_ops.docs import index_file, store, terms
+from ernie_ops.docs import index_file, index_search, store, terms
 from ernie_ops.docs.model import Chunk
 from ernie_ops.docs.store import Index, Scope, StoreError
 from ernie_ops.files import sqlite_file
@@ -325,7 +325,7 @@ def test_coverage_is_the_idf_weighted_share_of_the_question_found(index):
 
 
 def test_common_terms_beyond_the_postings_budget_are_dropped_from_the_match(index, monkeypatch):
-    monkeypatch.setattr(store, "POSTINGS_BUDGET", 2)  # as in a corpus of 100k passages, where the pruning pays
+    monkeypatch.setattr(index_search, "POSTINGS_BUDGET", 2)  # as in a corpus of 100k passages, where the pruning pays
     for i in range(10):
         _add(index, f"d{i}.md", f"common words {i}")
     _add(index, "rare.md", "common rare")
@@ -338,7 +338,7 @@ def test_common_terms_beyond_the_postings_budget_are_dropped_from_the_match(inde
 
 
 def test_when_even_the_rarest_term_is_over_the_budget_passages_holding_all_are_ranked(index, monkeypatch):
-    monkeypatch.setattr(store, "POSTINGS_BUDGET", 2)
+    monkeypatch.setattr(index_search, "POSTINGS_BUDGET", 2)
     for i in range(10):
         _add(index, f"d{i}.md", f"common words {i}")
     _add(index, "rare.md", "common rare")
