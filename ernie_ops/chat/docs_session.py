@@ -57,12 +57,8 @@ def shared_index(cfg: DocsConfig) -> Iterator[Index]:
     with _SHARED_LOCK:
         index = _SHARED.get(key)
         if index is None:
-            index = _SHARED[key] = open_index(cfg)
+            index = _SHARED[key] = store.open_index(cfg.index_file, cfg.tokenizer)
     yield index
-
-
-def open_index(cfg: DocsConfig) -> Index:
-    return store.open_index(cfg.index_file, cfg.tokenizer)
 
 
 class DocsSession:
@@ -168,7 +164,7 @@ class DocsSession:
 def forget_all_uploads(cfg: DocsConfig) -> int:
     """At the app's start with history off: every chat of the previous process is gone (sessions live in memory), so are
     the files uploaded into them."""
-    with open_index(cfg) as index:
+    with store.open_index(cfg.index_file, cfg.tokenizer) as index:
         private = [d for d in index.documents() if d.owner is not None]
         for d in private:
             index.remove(d.doc_id)
@@ -180,7 +176,7 @@ def forget_uploads_of(cfg: DocsConfig, user: str) -> int:
     how many. An index file that does not exist yet is left uncreated."""
     if not Path(cfg.index_file).exists():
         return 0
-    with open_index(cfg) as index:
+    with store.open_index(cfg.index_file, cfg.tokenizer) as index:
         theirs = [d for d in index.documents() if d.owner == user]
         for d in theirs:
             index.remove(d.doc_id)

@@ -9,7 +9,7 @@ from ernie_ops import config
 from ernie_ops.cli.args import Subcommands, port
 from ernie_ops.cli.console import err_console, out_console, print_json
 from ernie_ops.errors import EXIT_FAILED, EXIT_OK, UsageError
-from ernie_ops.traffic.runbook import Outcome
+from ernie_ops.traffic.runbook import Outcome, Timeouts
 
 
 def register(sub: Subcommands) -> None:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             "between two instances; a pool's replicas are replaced one by one by `ernie-ops apply` after their files changed "
             "(site.yml and upgrade.yml run it)"
         )
-    timeouts = cutover.Timeouts(start=args.start_timeout, verify=args.verify_timeout, drain=args.drain_timeout)
+    timeouts = Timeouts(start=args.start_timeout, verify=args.verify_timeout, drain=args.drain_timeout)
     on_step = None if args.json else _print_step
     if args.command == "rollback":
         result = cutover.rollback(cfg, timeouts=timeouts, dry_run=args.dry_run, on_step=on_step)

@@ -37,7 +37,7 @@ from ernie_ops.errors import ErnieOpsError, UsageError
 from ernie_ops.files import atomic
 from ernie_ops.host import state, systemd
 from ernie_ops.traffic import cutover as cutover_mod
-from ernie_ops.traffic import hostops, marks, pool_plan, pool_route, pool_upgrade
+from ernie_ops.traffic import hostops, marks, pool_plan, pool_route, pool_upgrade, runbook
 from ernie_ops.traffic.canary import rollout
 from ernie_ops.traffic.canary.replica_gate import ReplicaGate
 from ernie_ops.traffic.canary.watch import RealMeter
@@ -214,7 +214,7 @@ class RealApplyHost:
 
     def run_cutover(self, cfg: Config, target: int, start_timeout: float) -> dict:
         plan = rollout.Plan.chosen(cfg.cutover)  # canary steps and bake window as configured (upgrade.yml: ernie_ops_cutover)
-        return cutover_mod.Cutover(cfg, target, timeouts=cutover_mod.Timeouts(start=start_timeout), plan=plan).run().as_dict()
+        return cutover_mod.Cutover(cfg, target, timeouts=runbook.Timeouts(start=start_timeout), plan=plan).run().as_dict()
 
     def upstream_text(self, cfg: Config) -> str:
         try:
@@ -237,7 +237,7 @@ class RealApplyHost:
             with state.cutover_lock(Path(cfg.paths.state_dir), f"pool upgrade of {', '.join(map(str, stale))}"):
                 text = self.upstream_text(cfg)
                 down, held = marked_down(text), held_of(text)  # the watch's marks, an earlier upgrade's holds
-                timeouts = pool_upgrade.Timeouts(start=start_timeout)
+                timeouts = runbook.Timeouts(start=start_timeout)
                 plan, gate = rollout.Plan.chosen(cfg.cutover), None
                 if plan.watched:  # a canary configured: each new replica judged against the old ones, then the bake
                     gate = ReplicaGate(cfg.cutover, lambda ports: RealMeter(cfg, ports), time.sleep)

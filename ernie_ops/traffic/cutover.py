@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ernie_ops.config import Config
@@ -47,19 +46,11 @@ from ernie_ops.host import state, systemd
 from ernie_ops.traffic import marks
 from ernie_ops.traffic.canary import rollout, rollout_file
 from ernie_ops.traffic.hostops import HostOps, RealHost
-from ernie_ops.traffic.runbook import CutoverResult, Idle, Outcome, Step
+from ernie_ops.traffic.runbook import CutoverResult, Idle, Outcome, Step, Timeouts
 
 
 class CutoverFailed(ErnieOpsError):
     """A step failed; the result says what was undone."""
-
-
-@dataclass
-class Timeouts:
-    start: float = 900.0
-    verify: float = 15.0
-    drain: float = 120.0
-    stop: float = 120.0
 
 
 class Cutover:

@@ -36,7 +36,7 @@ from ernie_ops.errors import ErnieOpsError
 from ernie_ops.evaluate import gate as quality
 from ernie_ops.traffic.canary import slo
 from ernie_ops.traffic.pool_plan import ReplicaStep
-from ernie_ops.traffic.runbook import Idle, Step
+from ernie_ops.traffic.runbook import Idle, Step, Timeouts
 
 if TYPE_CHECKING:  # annotations only
     from ernie_ops.evaluate.run import EvalReport
@@ -79,13 +79,6 @@ class SloGate(Protocol):
 
     def bake(self, ports: list[int], seconds: float) -> slo.Verdict:
         """The new replicas together over `seconds`, against the absolute limits."""
-
-
-@dataclass
-class Timeouts:
-    start: float = 900.0
-    drain: float = 120.0
-    stop: float = 120.0
 
 
 @dataclass

@@ -27,6 +27,17 @@ DRAIN_SETTLE_SECONDS = 1.0
 
 
 @dataclass
+class Timeouts:
+    """Seconds each step may take: a new instance's start to READY, the gate's probes, a retired one's drain and stop
+    (the cutover's, and each replica's in a pool upgrade)."""
+
+    start: float = 900.0
+    verify: float = 15.0
+    drain: float = 120.0
+    stop: float = 120.0
+
+
+@dataclass
 class Idle:
     """The drains' rule (the cutover's and the pool upgrade's): fed each reading of requests in flight, says when the
     instance has stayed idle for DRAIN_SETTLE_SECONDS."""

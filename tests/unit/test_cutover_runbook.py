@@ -17,7 +17,7 @@ from ernie_ops import config
 from ernie_ops.errors import ProbeFailed
 from ernie_ops.host import state
 from ernie_ops.traffic import cutover
-from ernie_ops.traffic.runbook import CutoverResult, Outcome
+from ernie_ops.traffic.runbook import CutoverResult, Outcome, Timeouts
 from tests.harness.runbook_host import MUTATIONS, NEW, OLD, FakeHost, make_cfg
 
 
@@ -136,7 +136,7 @@ def test_a_cutover_when_nothing_is_routed_never_claims_an_old_instance(tmp_path)
 
 def test_verify_gives_up_on_the_clock_not_on_the_wall(cfg):
     host = FakeHost(stuck_reload=True)
-    res = cutover.Cutover(cfg, NEW, host=host, timeouts=cutover.Timeouts(verify=15)).run()
+    res = cutover.Cutover(cfg, NEW, host=host, timeouts=Timeouts(verify=15)).run()
     assert res.outcome == "rolled-back" and "did not route to 8001 within 15s" in res.error
     assert 15 <= host.now < 15.1 and res.seconds("verify") < 1  # fake time passed, real time did not
 

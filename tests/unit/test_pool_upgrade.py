@@ -6,8 +6,8 @@ from __future__ import annotations
 from ernie_ops.config import EvalGateConfig
 from ernie_ops.traffic.canary import slo
 from ernie_ops.traffic.pool_plan import ReplicaStep
-from ernie_ops.traffic.pool_upgrade import PoolUpgrade, Timeouts
-from ernie_ops.traffic.runbook import DRAIN_SETTLE_SECONDS
+from ernie_ops.traffic.pool_upgrade import PoolUpgrade
+from ernie_ops.traffic.runbook import DRAIN_SETTLE_SECONDS, Timeouts
 from tests.harness.pool_host import FakePoolHost
 
 
