@@ -1,40 +1,8 @@
-"""Whether a sentence says what the passage it resembles says: its numbers, dates, amounts and negations.
-
-Word overlap (what `cite` measures) cannot tell '员工入职满一年后享有15天带薪年假' from the passage's '5天', nor
-'年假不需要在OA系统中申请' from '年假需……在OA系统中申请': both share nearly every word. `agrees` is the second test
-a sentence passes before it gets a passage's marker. Pure functions, Chinese and English alike; all text is
-NFKC-normalised (full-width ５ -> 5) and lowercased first. The values of numerals, number words and month names are
-read by ernie_ops.text_numbers; which of them count as a number here, and the units, are this module's rules.
-
-Numbers (`facts`): Arabic (1,500; 1.5), Chinese (五 十五 两 三千 一百零五 二〇二六), mixed (1.5万 -> 15000), English
-words (five, twenty-one, 3 thousand), percentages (50%, 百分之五十, 50 percent), each with the unit written after it
-(天/日/工作日, 周/星期, 个月, 年 (a calendar year after 4 digits: 2026年), 小时, 分钟, 元/块, 美元/usd/$, %, and
-days/weeks/...; other measure words such as 张 or 次 as written), clock times (9:00, 九点, 下午6点 and 6 pm -> 18),
-and dates (2026-01-05, 2026年1月5日, 1月5日, January 5, 5 March 2026), which are taken out before the numbers so that
-3月31日 is one date and not 3 and 31. A Chinese numeral counts only with a unit after it or when it is written with
-十/百/千 (十五), so 一下, 一起, 十分 or 千万不要 are no numbers; 一 counts only before a unit of time, money or
-percent (一年, not the article in 一个问题); ordinals (第三方, 第2步) and list markers (1. / ① / (2)) are left out,
-and so are digits inside a word (v1.2, ipv6, x86_64). The sentence agrees when each of its quantities is in the
-passage with the same value and a compatible unit (the same unit after converting weeks to days, years to months,
-hours and minutes to seconds; or either side without a unit), and each of its dates is a date of the passage (the year
-and day compared when both sides give them).
-
-Negation: a passage often holds an unrelated 不 ('不得使用个人邮箱' in one sentence, '年假可顺延' in the next), so the
-polarity of the whole passage says nothing. Each clause of the sentence (split at ，,；;：: and sentence ends) is
-paired with the passage clause that shares most of its content words (at least `CLAUSE_MATCH` of them, negation words
-left out of the count; failing that, the passage clause most of whose own words are in the sentence clause), or with a
-whole passage sentence when that shares more (a sentence clause that spans several passage clauses); clauses within
-`CLOSE_MATCH` of the best are counterparts too, and agreeing with one of them is enough (a passage may say
-'原则上安排调休' and, of holidays, '不安排调休'); a clause that matches none is not compared. In a pair, each negation
-word (不 没 无 未 非 勿 别 禁止 严禁 不得 不需要 无需 不必 不用 不能 不可 没有 无法 并非; not no never without none
-nothing nobody cannot n't) negates the word after it, its 'target': the next two Chinese characters or the next word,
-modal words and prepositions (需要, 可以, 在, need, be, for) skipped. A negation counts when its target is empty (the
-clause's predicate itself, '...are not required') or appears on the other side; one whose target the other side does
-not mention (未 in '未休年假可顺延' against '剩余年假可以顺延') is about something else and does not count. A negation
-on one side whose target sits right after a negation on the other ('禁止用个人邮箱' / '不得使用个人邮箱') counts on
-both sides. The pair disagrees when the counts differ in parity (one side negated, the other not). Words that contain
-a negation character without negating (不同, 不过, 无论, 未来, 非常, 不超过, 不得不, no later than...) are taken out
-first. Table rows and headings of the passage are not compared (a cell's 无 means nothing without its column).
+"""Whether a sentence says what the passage it resembles says: its numbers, dates, amounts and negations. Word
+overlap (`cite`) cannot tell '15天带薪年假' from the passage's '5天', nor a dropped 不; `agrees` is the second test a
+sentence passes before it gets a passage's marker. Pure functions, Chinese and English alike; numerals read by
+ernie_ops.text_numbers.
+Why, and each rule in full: docs/design/answer-agreement.md.
 """
 
 from __future__ import annotations

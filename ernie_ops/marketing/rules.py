@@ -1,43 +1,8 @@
-"""The rules one marketing post must meet, as checks (never edits), and parsing the model's posts.
-
-Counting (`count_chars`): a post's length is what a person counts looking at it, which is the number of
-extended grapheme clusters (Unicode UAX #29, the `regex` module's \\X), not `len()`:
-- one per CJK character and one per CJK punctuation mark (，。！);
-- one per emoji, including ZWJ sequences (👨‍👩‍👧 is 5 code points), flags (🇨🇳 is 2 regional indicators),
-  skin-tone modifiers (👍🏽) and keycaps (1️⃣);
-- one per Latin letter, digit or punctuation mark; a letter with a combining accent (e + ◌́) is one;
-- whitespace is counted as typed: each space is one (it takes a place in the post as published, and the
-  platforms that limit a post's length count it too), a line break is one ("\\r\\n" is one cluster).
-  Nothing is stripped: leading and trailing spaces count as well, so the caller decides about them.
-
-Checks (`check`): too long (with the count and the limit), a channel's rules when `Rules` carries them (hashtags,
-emoji, line breaks, a title line: marketing/channels.py says which and why), and each forbidden word found (with
-the word and its position). A post that fails is reported, never truncated: a post cut mid-word is worse than one
-regenerated or shown flagged.
-
-Forbidden words: the default list is the absolute claims the PRC Advertising Law (广告法 article 9(3): 国家级、
-最高级、最佳) forbids and the terms regulators' guidance names with it. Bare 最 is NOT in the default list: as a
-substring it flags neutral words (最近, 最后), which would make every such post regenerate; its superlative
-compounds are listed instead. A site that wants bare 最 adds it in config. Matching is a plain substring
-search on a folded copy of the post (`fold`): Unicode NFKC (full-width ＮＯ．１ and １００％ become NO.1 and 100%),
-case folded (NO.1 = No.1), and white space (spaces, line breaks, the ideographic space U+3000) and invisible
-characters (Default_Ignorable_Code_Point: zero-width space and joiners, soft hyphen, variation selectors)
-removed, so 第 一, 最　佳 and 第\u200b一 are caught. The post itself is never changed: a match is reported with
-the span it covers in the post as written (`offset`, `end`, `written`), for highlighting. Line breaks are
-folded too: a Chinese reader reads across them (第\n一 reads as 第一), and breaking a word is the same evasion as
-spacing it. What folding could join wrongly is a Latin or digit word: TOP 10 folds to top10 and NO. 12 to no.12,
-which contain top1 and no.1; so a listed word that ends (starts) with a digit does not match where the folded
-text goes on with (comes after) another digit. Where two listed words overlap (全网最低 and 最低) the longest
-match at a place is reported, once.
-
-Near-duplicates (`similarity`, `near_duplicate`): two posts of one set are compared as sets of character
-3-grams (shingles) of their folded text with punctuation and symbols (emoji) left out, by Jaccard
-(shared / all). The threshold and the examples it was measured on are in tests/unit/test_copy_rules.py.
-
-Parsing (`parse_posts`): the model is asked for JSON {"posts": ["...", ...]} (guided decoding). Tolerated: white
-space around it and one code fence around it (```json ... ```), which weak models add even when guided.
-Anything else is an error naming what is wrong: not JSON, not an object, no "posts" list, a post that is not a
-non-empty string, or a number of posts other than the one asked for.
+"""The rules one marketing post must meet, as checks (never edits), and parsing the model's posts: its length in
+graphemes as a person counts them (`count_chars`), too long / a channel's rules / forbidden words found in a folded
+copy of the post, each with its span as written (`check`), near-duplicates by character 3-gram Jaccard
+(`similarity`), and the guided JSON the model returns (`parse_posts`). A failing post is reported, never truncated.
+Why, and each rule in full: docs/design/marketing-rules.md.
 """
 
 from __future__ import annotations

@@ -72,3 +72,18 @@ def test_a_dead_link_and_a_dead_anchor_are_named(tmp_path):
         "README.md: (docs/b.md): no such file",
         "README.md: (docs/a.md#nothing): no heading with that anchor",
     ]
+
+
+def test_every_design_note_a_module_points_at_exists_and_the_map_lists_each():
+    """A docstring's long reasoning lives in docs/design/ (issue 35): each note a module names is there, and
+    docs/README.md's map lists every note."""
+    named = {
+        (path.relative_to(ROOT), note)
+        for path in (ROOT / "ernie_ops").rglob("*.py")
+        for note in re.findall(r"docs/design/([\w.-]+\.md)", path.read_text())
+    }
+    assert named, "no module points at a design note: has docs/design moved?"
+    missing = sorted(f"{path}: docs/design/{note}" for path, note in named if not (ROOT / "docs" / "design" / note).exists())
+    assert not missing, missing
+    listed = set(re.findall(r"\(design/([\w.-]+\.md)\)", (ROOT / "docs" / "README.md").read_text()))
+    assert {p.name for p in (ROOT / "docs" / "design").glob("*.md")} == listed
