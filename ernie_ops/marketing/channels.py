@@ -11,21 +11,8 @@ then flagged, as a post too long or with a forbidden word is. What is checked, a
   one with a dozen is, and a regeneration costs a request;
 - line breaks where the channel shows a post as one block (Weibo), and Xiaohongshu's title line.
 
-The numbers (characters as counted by count_chars: one per CJK character, emoji, Latin letter or space):
-- 朋友圈 WeChat Moments, 120: Moments has no short limit, but a long text is folded behind "全文" after about
-  six lines on a phone, which is roughly 100-120 CJK characters on a common screen; 120 keeps the post whole
-  where it is read. Conversational, 1-3 emoji, no hashtags.
-- 微博 Weibo, 140: a post may hold up to 2000 characters since 2016, but the feed shows the first 140 and folds
-  the rest behind "展开全文"; the 140 of Weibo's tradition is what a reader sees without a tap, so it is the
-  limit here (a site that wants long posts sets chat.marketing.channel_max_chars: {weibo: 2000}). Weibo counts
-  two half-width characters as one: a post within our count is within Weibo's. 1-2 #话题# (double #).
-- 小红书 Xiaohongshu, 1000: a note's title holds at most 20 characters and its text at most 1000; the post here is
-  a title line (at most 20) and the text after it, the tags included, within 1000. 3-5 #标签 at the end, emoji.
-  The prompt asks for 300-600 characters: the limit is the platform's, not a target.
-`max_tokens` is what one answer may need, the JSON around the post included: a CJK character costs about one
-token or less with the Chinese tokenizers we know, so about twice the characters leaves room for the JSON and
-for a model that writes past the limit (256-320 for the short channels, 1536 for 1000); chat.marketing.max_tokens
-replaces it for every channel.
+The numbers and why each (朋友圈 120, 微博 140, 小红书 1000 with a 20-character title; max_tokens about twice the
+characters): docs/design/marketing-rules.md#the-channels-numbers.
 """
 
 from __future__ import annotations
