@@ -238,7 +238,7 @@ def up(model_name: str = DEFAULT_MODEL) -> int:
     if STATE.exists():
         print(f"a demo host is already up ({STATE}): chat http://{GUEST_IP}/, {login_line(read_state(STATE))}")
         print("`make demo-down` removes it")
-        return 1
+        return 0  # the README's "a second `make demo` prints it again": not a failure
     reason = sandbox.why_unavailable()
     if reason:
         print(f"cannot run the demo: {reason}")

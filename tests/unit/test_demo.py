@@ -186,3 +186,14 @@ def test_the_printout_names_the_model_and_how_to_serve_ernie_weights_instead(tmp
     assert set(ernie_yml["ernie_model_source"]) <= set(source_spec)
     tiny = demo.served_text(demo.MODELS["tiny"], state, 1, tmp_path, "nsenter -t 42 --")
     assert 'as model "ernie-tiny"' in tiny and '"model":"ernie-tiny"' in tiny
+
+
+def test_a_second_make_demo_prints_the_login_again_and_succeeds(tmp_path, monkeypatch, capsys):
+    """The README: "a second `make demo` prints it again". Nothing is booted (the state file says a host is up), and
+    make must not report it as an error."""
+    state = tmp_path / "demo.json"
+    demo.save_state(state, {"base": "/nonexistent", "pid": 1, "chat_user": "demo", "chat_password": "s3cret-pass"})
+    monkeypatch.setattr(demo, "STATE", state)
+    assert demo.up("tiny") == 0
+    out = capsys.readouterr().out
+    assert "a demo host is already up" in out and "chat login: demo / s3cret-pass" in out and "`make demo-down` removes it" in out
