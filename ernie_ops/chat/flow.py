@@ -175,9 +175,3 @@ class Flow:
     def finished(self, outcome: str) -> None:
         """`done`, `stopped` or `failed`: the reply is over, the session takes messages again."""
         self.machine.fire(outcome)
-
-    def reset(self) -> None:
-        self.machine.fire("reset")
-        self.values.clear()
-        self.request = ""
-        self._template_sent = self.scenario.prompt_template is None

@@ -51,7 +51,6 @@ SESSION = Spec(
         ("generating", "done"): "idle",
         ("generating", "stopped"): "idle",  # the stop button
         ("generating", "failed"): "idle",  # backend down, 5xx, broken stream: the user may just retry
-        ("*", "reset"): "idle",
     },
 )
 
@@ -63,9 +62,6 @@ class Machine:
         self.spec = spec
         self.state = spec.initial
         self.path: list[tuple[str, str, str]] = []
-
-    def can(self, event: str) -> bool:
-        return self.spec.target(self.state, event) is not None
 
     def fire(self, event: str) -> str:
         target = self.spec.target(self.state, event)

@@ -37,7 +37,7 @@ FIELDS = {
 
 def test_spec_lists_the_articles_three_states():
     assert SESSION.states == {"idle", "collecting_info", "generating"}
-    assert SESSION.events("generating") == ["done", "failed", "reset", "stopped"]
+    assert SESSION.events("generating") == ["done", "failed", "stopped"]
 
 
 def test_machine_moves_only_along_listed_transitions():
@@ -46,7 +46,7 @@ def test_machine_moves_only_along_listed_transitions():
     assert m.fire("generate") == "generating"
     with pytest.raises(InvalidTransition) as info:
         m.fire("generate")  # a second message while generating
-    assert "event 'generate' is not allowed in state 'generating' (allowed: done, failed, reset, stopped)" in str(info.value)
+    assert "event 'generate' is not allowed in state 'generating' (allowed: done, failed, stopped)" in str(info.value)
     assert m.state == "generating"  # a refused event changes nothing
     assert m.fire("stopped") == "idle"
     assert m.path == [("idle", "ask", "collecting_info"), ("collecting_info", "ask", "collecting_info"),
@@ -56,7 +56,7 @@ def test_machine_moves_only_along_listed_transitions():
 def test_wildcard_and_custom_specs():
     spec = Spec(initial="a", transitions={("a", "go"): "b", ("*", "home"): "a"})
     m = Machine(spec)
-    assert spec.states == {"a", "b"} and m.can("home") and not m.can("fly")
+    assert spec.states == {"a", "b"}
     assert m.fire("go") == "b" and m.fire("home") == "a"
     with pytest.raises(InvalidTransition):
         Machine(spec).fire("fly")
@@ -138,14 +138,6 @@ def test_extract_keeps_unrecognised_text_as_the_request():
     got = extract("快递丢了 电话: 13800138000 地址：上海市浦东新区 世纪大道100号", fields)
     assert got.values == {"phone": "13800138000", "address": "上海市浦东新区 世纪大道100号"}
     assert got.rest == "快递丢了"
-
-
-def test_reset_starts_the_scenario_over():
-    flow = Flow(SCENARIOS["Support"])
-    flow.on_user_message("电话 13800138000")
-    flow.reset()
-    assert flow.state == "idle" and flow.values == {}
-    assert isinstance(flow.on_user_message("hi"), Ask)
 
 
 def test_a_resumed_support_thread_has_the_phone_it_was_given_and_asks_for_the_address_only():
