@@ -87,9 +87,25 @@ class Index:
         self.close()
 
     # ---- writing (index_write) -----------------------------------------------------------------
-    def add(self, name: str, sha256: str, size: int, kind: str, chunks: Sequence[Chunk], **where_and_vectors) -> int:
-        """index_write.add: the document's id (collection=, owner=, conversation=, pages=, vectors= as keywords)."""
-        return index_write.add(self.file, self.tokenizer, name, sha256, size, kind, chunks, **where_and_vectors)
+    def add(
+        self,
+        name: str,
+        sha256: str,
+        size: int,
+        kind: str,
+        chunks: Sequence[Chunk],
+        *,
+        collection: str = "default",
+        owner: str | None = None,
+        conversation: str | None = None,
+        pages: int | None = None,
+        vectors: Sequence[Sequence[float]] | None = None,
+    ) -> int:
+        """Store a document and its passages (`index_write.add`: a document of the same name and scope replaced)."""
+        return index_write.add(
+            self.file, self.tokenizer, name, sha256, size, kind, chunks,
+            collection=collection, owner=owner, conversation=conversation, pages=pages, vectors=vectors,
+        )  # fmt: skip
 
     def missing_vectors(self, doc_id: int) -> list[tuple[int, str]]:
         return index_write.missing_vectors(self.file, doc_id)
