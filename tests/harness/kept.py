@@ -1,5 +1,6 @@
 """What a failed browser test leaves for a person to see why: a screenshot of the page, its HTML, the websocket
-frames it last received, and the chat app's journal of each host involved (under $ERNIE_OPS_ARTIFACTS/...)."""
+frames it last received, and the chat app's and the engines' journals of each host involved (under
+$ERNIE_OPS_ARTIFACTS/...)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from tests.harness import host
 
 
 def keep_failure(chat, hosts: dict, where: Path) -> list[Path]:
-    """The page (screenshot, HTML, last frames) when a ChatPage is open, and the chat app's journal of each host
-    in `hosts` (name -> sandbox)."""
+    """The page (screenshot, HTML, last frames) when a ChatPage is open, and the chat app's and the engines' journals
+    of each host in `hosts` (name -> sandbox)."""
     where.mkdir(parents=True, exist_ok=True)
     saved = []
     if chat is not None:
@@ -23,7 +24,10 @@ def keep_failure(chat, hosts: dict, where: Path) -> list[Path]:
     for name, sb in hosts.items():
         journal = sb.run(["journalctl", "--no-pager", "-u", host.CHAT_UNIT, "-n", "400"], check=False).stdout
         (where / f"chat-journal-{name}.txt").write_text(journal, encoding="utf-8")
-        saved.append(where / f"chat-journal-{name}.txt")
+        # the engines' own lines (a watchdog restart, a crash): fc3 of 2026-12-07 lost one that only they could tell
+        engines = sb.run(["journalctl", "--no-pager", "-u", "ernie-vllm@*", "-n", "400"], check=False).stdout
+        (where / f"engine-journal-{name}.txt").write_text(engines, encoding="utf-8")
+        saved += [where / f"chat-journal-{name}.txt", where / f"engine-journal-{name}.txt"]
     return saved
 
 
