@@ -115,13 +115,17 @@ class Nginx:
     def error_log(self) -> str:
         return (self.prefix / "logs" / "error.log").read_text(errors="replace")
 
+    def gateway(self, **kw) -> gateway.Gateway:
+        """`ernie-ops`'s own driver of this nginx (`traffic/gateway.py`)."""
+        return gateway.Gateway(config.GatewayConfig(**self.gateway_config()), **kw)
+
     @contextlib.contextmanager
     def include_replaced(self, name: str, text: str) -> Iterator[None]:
         """One of the small includes rewritten and loaded as `ernie-ops` loads it (validated, then reloaded); the
         original is back (and loaded) afterwards."""
         path = self.prefix / "conf" / "ernie-ops" / name
         original = path.read_text()
-        gw = gateway.Gateway(config.GatewayConfig(**self.gateway_config()))
+        gw = self.gateway()
         try:
             path.write_text(text)
             gw.apply()
@@ -137,13 +141,24 @@ class Nginx:
         """The pool replaced by a STUB replica (tests/harness/fault_server.py `stall`) that answers an SSE head and one
         event, then sends nothing for 30 s: whether a hop relays an event as it comes is then a wait for that event,
         not a count of arrival times. vLLM cannot be made to pause on demand; timed against it, its API server on 2
-        busy cores sent 300 tokens in 2 bursts, held engine or not (CI of 2026-12-07), which said nothing of nginx."""
+        busy cores sent 300 tokens in 2 bursts, held engine or not (a CI run), which said nothing of nginx."""
         stub = FaultServer(["stall"]).start()
         try:
             with self.include_replaced("upstream.conf", gateway.render_pool([stub.port])):
                 yield stub
         finally:
             stub.stop()
+
+
+def first_event(client: httpx.Client, url: str, stub: FaultServer, body: dict) -> bytes | None:
+    """What `client` reads first of a stream that `stub` (pool_silent_after_one_event) answers with one event and then
+    nothing; None when nothing came within the client's read timeout (a hop on the way buffered it)."""
+    try:
+        with client.stream("POST", url, json=body) as r:
+            assert r.status_code == 200 and r.headers["x-ernie-upstream"].endswith(f"127.0.0.1:{stub.port}"), r.headers
+            return next(r.iter_raw())
+    except httpx.ReadTimeout:
+        return None
 
 
 def prepare(

@@ -106,7 +106,7 @@ def test_nginx_takes_a_pool_include_and_its_keyed_twin_in_the_shipped_upstream_b
 
     ng = nginx.prepare(tmp_path / "ng", free_port(), free_port())
     for affinity in (True, False):
-        gw = gateway.Gateway(config.GatewayConfig(**ng.gateway_config()), session_affinity=affinity)
+        gw = ng.gateway(session_affinity=affinity)
         gw.write_upstream(gateway.render_pool([8000, 8002, 8004], down=frozenset({8002})))
         checked = subprocess.run([nginx.NGINX, "-t", *ng.args], capture_output=True, text=True)
         assert checked.returncode == 0 and "[warn]" not in checked.stderr, (affinity, checked.stderr, gw.keyed.read_text())

@@ -7,7 +7,6 @@ import time
 import httpx
 import pytest
 
-from ernie_ops import config
 from ernie_ops.client import sse
 from ernie_ops.traffic import gateway
 from tests.conftest import free_port
@@ -22,24 +21,13 @@ def stack(served_gateway):
     return served_gateway.sp, served_gateway.ng, served_gateway.port
 
 
-def gw_of(ng: nginx.Nginx) -> gateway.Gateway:
-    return gateway.Gateway(config.GatewayConfig(**ng.gateway_config()))
-
-
-include_replaced = nginx.Nginx.include_replaced
-
 SILENT_WAIT = httpx.Timeout(30, read=5)  # the first event comes in milliseconds; a buffering hop holds it 30 s
+SILENT_BODY = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 300, "stream": True}
 
 
 def first_event_while_the_pool_is_silent(ng: nginx.Nginx, stub: FaultServer, read: httpx.Timeout = SILENT_WAIT) -> bytes | None:
-    """What the client reads of a stream whose replica sent one event and then nothing; None if nothing came."""
-    body = {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 300, "stream": True}
-    try:
-        with httpx.stream("POST", f"{ng.url}/v1/completions", json=body, headers={"Accept-Encoding": "gzip"}, timeout=read) as r:
-            assert r.status_code == 200 and r.headers["x-ernie-upstream"].endswith(f"127.0.0.1:{stub.port}"), r.headers
-            return next(r.iter_raw())
-    except httpx.ReadTimeout:
-        return None
+    with httpx.Client(timeout=read, headers={"Accept-Encoding": "gzip"}) as c:
+        return nginx.first_event(c, f"{ng.url}/v1/completions", stub, SILENT_BODY)
 
 
 def test_sse_streams_token_by_token_through_nginx_without_gzip(stack):
@@ -72,7 +60,7 @@ def test_sse_streams_token_by_token_through_nginx_without_gzip(stack):
         first = first_event_while_the_pool_is_silent(ng, stub)
         assert first is not None, "no event passed nginx in 5 s while the replica sent one and then nothing: nginx buffered the stream"
         assert b"data: " in first and b" t0" in first, first
-        with include_replaced(ng, "api-proxy.conf", buffered):
+        with ng.include_replaced("api-proxy.conf", buffered):
             held = first_event_while_the_pool_is_silent(ng, stub, httpx.Timeout(30, read=2))
         assert held is None, "buffered and gzipped, the event still passed in 2 s: this wait would not see a buffering hop"
 
@@ -119,7 +107,7 @@ def test_a_replica_that_fails_before_answering_costs_the_pool_no_request(stack):
     for fault in ("500", "reset"):
         stub = FaultServer([fault]).start()
         try:
-            with include_replaced(ng, "upstream.conf", gateway.render_pool([port, stub.port])):
+            with ng.include_replaced("upstream.conf", gateway.render_pool([port, stub.port])):
                 answers = [httpx.post(f"{ng.url}/v1/completions", json=body, timeout=60) for _ in range(4)]
         finally:
             stub.stop()
@@ -128,7 +116,7 @@ def test_a_replica_that_fails_before_answering_costs_the_pool_no_request(stack):
         assert stub.connections >= 1 and f"127.0.0.1:{stub.port}, 127.0.0.1:{port}" in tried, (fault, tried)
     stub = FaultServer(["cut"]).start()
     try:
-        with include_replaced(ng, "upstream.conf", gateway.render_pool([port, stub.port])):
+        with ng.include_replaced("upstream.conf", gateway.render_pool([port, stub.port])):
             cut = []
             for _ in range(4):
                 with httpx.stream("POST", f"{ng.url}/v1/completions", json={**body, "stream": True}, timeout=60) as r:
@@ -169,14 +157,14 @@ def test_the_session_key_reader_never_stands_between_a_request_and_vllm(stack):
 
 def test_metrics_refused_outside_the_allow_list(stack):
     _, ng, _ = stack
-    with include_replaced(ng, "metrics-allow.conf", "allow 192.0.2.1;\n"):
+    with ng.include_replaced("metrics-allow.conf", "allow 192.0.2.1;\n"):
         assert httpx.get(f"{ng.url}/metrics").status_code == 403
     assert httpx.get(f"{ng.url}/metrics").status_code == 200
 
 
 def test_health_is_503_when_the_routed_backend_is_down(stack):
     _, ng, port = stack
-    gw = gw_of(ng)
+    gw = ng.gateway()
     dead = free_port()
     try:
         gw.switch(dead)
@@ -192,7 +180,7 @@ def test_health_is_503_when_the_routed_backend_is_down(stack):
 
 def test_api_key_required_when_configured(stack):
     _, ng, _ = stack
-    with include_replaced(ng, "api-keys.map", 'default 1;\n"Bearer s3cret" 0;\n'):
+    with ng.include_replaced("api-keys.map", 'default 1;\n"Bearer s3cret" 0;\n'):
         assert httpx.get(f"{ng.url}/v1/models").status_code == 401
         assert httpx.get(f"{ng.url}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
         ok = httpx.get(f"{ng.url}/v1/models", headers={"Authorization": "Bearer s3cret"})
@@ -225,7 +213,7 @@ def test_password_guessing_meets_429_after_ten_attempts_and_the_login_page_stays
 
 def test_switch_refused_by_nginx_t_restores_the_previous_upstream(stack):
     _, ng, port = stack
-    gw = gw_of(ng)
+    gw = ng.gateway()
     before = gw.read_upstream()
     keys = ng.prefix / "conf" / "ernie-ops" / "api-keys.map"
     original = keys.read_text()
@@ -241,7 +229,7 @@ def test_switch_refused_by_nginx_t_restores_the_previous_upstream(stack):
 
 def test_reload_failure_restores_the_previous_upstream(stack):
     _, ng, _ = stack
-    gw = gw_of(ng)
+    gw = ng.gateway()
     before = gw.read_upstream()
     pid_file = ng.pid_file
     saved = pid_file.read_text()
@@ -258,7 +246,7 @@ def test_reloads_lose_no_request_of_a_client_that_never_retries(stack):
     """The keep-alive race: a plain reload failed 1-4 requests before any byte. The gateway's
     `keepalive_timeout 0` leaves no idle connection for a reload to close. openai client, max_retries=0."""
     _, ng, port = stack
-    gw = gw_of(ng)
+    gw = ng.gateway()
     reloads = 0
 
     def switching() -> None:
