@@ -62,22 +62,22 @@ def import_graph(root: Path) -> grimp.ImportGraph:
         sys.path.remove(str(root))
 
 
-def up_imports(graph: grimp.ImportGraph, floor_of: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
+def module_imports(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
+    """(importer, imported) for every direct import between two modules of the package, sorted."""
+    return sorted((a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a))
+
+
+def up_imports(imports: list[tuple[str, str]], floor_of: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
     found = []
-    for importer in sorted(graph.modules):
-        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
-            a, b = floor_of.get(package_of(importer)), floor_of.get(package_of(imported))
-            if a and b and package_of(importer) != package_of(imported) and a[0] >= b[0]:
-                found.append((importer, imported))
+    for importer, imported in imports:
+        a, b = floor_of.get(package_of(importer)), floor_of.get(package_of(imported))
+        if a and b and package_of(importer) != package_of(imported) and a[0] >= b[0]:
+            found.append((importer, imported))
     return found
 
 
-def package_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
-    packages = nx.DiGraph()
-    for importer in graph.modules:
-        for imported in graph.find_modules_directly_imported_by(importer):
-            if package_of(importer) != package_of(imported):
-                packages.add_edge(package_of(importer), package_of(imported))
+def package_cycles(imports: list[tuple[str, str]]) -> list[list[str]]:
+    packages = nx.DiGraph((package_of(a), package_of(b)) for a, b in imports if package_of(a) != package_of(b))
     return sorted(sorted(c) for c in nx.strongly_connected_components(packages) if len(c) > 1)
 
 
@@ -101,7 +101,7 @@ def help_seconds(root: Path, runs: int = 5) -> list[float]:
 
 
 def measure(root: Path, floors_file: Path = ROOT / ".importlinter", timing: bool = True) -> Measures:
-    graph = import_graph(root)
+    imports = module_imports(import_graph(root))
     trees = sources(root)
     modules, classes, docstrings = [], [], []
     for name, tree in trees.items():
@@ -114,8 +114,8 @@ def measure(root: Path, floors_file: Path = ROOT / ".importlinter", timing: bool
                 classes.append((node.end_lineno - node.lineno + 1, methods, f"{name}:{node.name}"))
     return Measures(
         readme_lines=len((root / "README.md").read_text().splitlines()),
-        up_imports=up_imports(graph, floors(floors_file)),
-        package_cycles=package_cycles(graph),
+        up_imports=up_imports(imports, floors(floors_file)),
+        package_cycles=package_cycles(imports),
         modules=sorted(modules, reverse=True),
         classes=sorted(classes, reverse=True),
         docstrings=sorted(docstrings, reverse=True),
