@@ -24,7 +24,7 @@ def keep_failure(chat, hosts: dict, where: Path) -> list[Path]:
     for name, sb in hosts.items():
         journal = sb.run(["journalctl", "--no-pager", "-u", host.CHAT_UNIT, "-n", "400"], check=False).stdout
         (where / f"chat-journal-{name}.txt").write_text(journal, encoding="utf-8")
-        # the engines' own lines (a watchdog restart, a crash): fc3 of 2026-12-07 lost one that only they could tell
+        # the engines' own lines (a watchdog restart, a crash): a fresh clone's failure once lacked what only they could tell
         engines = sb.run(["journalctl", "--no-pager", "-u", "ernie-vllm@*", "-n", "400"], check=False).stdout
         (where / f"engine-journal-{name}.txt").write_text(engines, encoding="utf-8")
         saved += [where / f"chat-journal-{name}.txt", where / f"engine-journal-{name}.txt"]

@@ -638,8 +638,8 @@ def test_docs_time_to_first_token_against_general(chat, sb):
 
 def test_message_in_flight_during_cutover_completes(chat, sb):
     """Both instances serve before the cutover starts: 8001 has loaded since the fixture, and 8000 is started again
-    if systemd restarted it meanwhile (fc3 of 2026-12-07: its watchdog restarted 8000 in the test before, on a
-    starved host, and this test then chatted into a 502 while it reloaded). Every reply around the switch is whole."""
+    if systemd restarted it meanwhile (a fresh clone: systemd restarted 8000 in the test before, on a starved
+    host, and this test then chatted into a 502 while it reloaded). Every reply around the switch is whole."""
     sb.systemctl("start", "ernie-vllm@8001.service", timeout=900)  # loading since the fixture: wait for READY
     sb.systemctl("start", "ernie-vllm@8000.service", timeout=900)  # serving already: returns at once
     since = now(sb)
