@@ -33,7 +33,7 @@ from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.drain import INTERRUPTED, REPLIES, RESTARTING
 from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
-from ernie_ops.chat_app import marketing_ui
+from ernie_ops.chat_app import marketing_ui, reload_resume
 from ernie_ops.chat_app.marketing_ui import USE_THE_FORM
 from ernie_ops.chat_app.revocation import RevokedSessions
 from ernie_ops.chat_app.services import ChatServices
@@ -105,6 +105,7 @@ def _end_revoked_sessions() -> None:
 
 
 _end_revoked_sessions()
+reload_resume.install()  # a reload whose first socket closed early still resumes its thread
 
 
 @cl.set_chat_profiles

@@ -211,13 +211,14 @@ class ChatPage:
                     return
                 continue
             self.page.wait_for_timeout(50)
-        raise AssertionError(f"the thread was not resumed within {timeout}s; frames: {self._frames[-5:]}")
+        raise AssertionError(f"the thread was not resumed within {timeout}s (the page at {self.page.url}); {self.frames_seen()}")
 
     def reload(self) -> None:
         """Reload the page: a chat that has begun is at /thread/<id> and resumes (history on); else a new chat starts.
         Which one is read from the address the reload loaded, not the one before it: Chainlit moves to /thread/<id>
         when the app reports the thread's first interaction, which can land between a read and the reload (CI:
-        the page resumed while this waited 60 s for a new chat's on_chat_start)."""
+        the page resumed while this waited 60 s for a new chat's on_chat_start). A reload whose first socket closed
+        before it began once opened a new chat instead (CI): the app's fix is chat_app/reload_resume.py."""
         self._frames.clear()
         self.page.reload()
         self.wait_resumed() if "/thread/" in self.page.url else self.wait_ready()

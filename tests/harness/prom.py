@@ -84,8 +84,10 @@ def node_exporter(work: Path, textfile_dir: Path) -> Process:
 class Prometheus(Process):
     rules: list[Path] = field(default_factory=list)
 
-    def query(self, expr: str) -> list[dict]:
-        r = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        """An instant query, now or `at` (Unix seconds)."""
+        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
         body = r.json()
         if body.get("status") != "success":
             raise AssertionError(f"query failed: {expr}\n{body}")

@@ -163,6 +163,13 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         assert eve.post("/project/threads", json=listing).json()["data"] == []
         opened = dev.get(f"/project/thread/{thread}")
         assert opened.status_code == 200 and [s["type"] for s in opened.json()["steps"]] == ["user_message", "assistant_message"]
+        # the page reloaded on the thread, its first socket closed before it began (tests/harness/resume_race.py)
+        race = subprocess.run([str(chat_venv.python(venv)), "-m", "tests.harness.resume_race", url, "dev", PASSWORD, thread],
+                              cwd=tmp_path, env=chat_venv.run_env(venv), capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert race.returncode == 0, race.stderr[-4000:] + stop(proc)[-4000:]
+        reloaded = json.loads(race.stdout.strip().splitlines()[-1])
+        print(f"\na reload whose first socket closed before it began: {reloaded}")
+        assert reloaded["resumed"] and not any(e.endswith(":on_chat_start") for e in reloaded["events"]), reloaded
         (passage,) = opened.json()["elements"]
         assert passage["url"] == f"/history/element/{thread}/{element}"
         got = dev.get(passage["url"])

@@ -296,45 +296,72 @@ def test_a_host_with_no_instance_answering_fires_and_the_serving_one_stays_silen
     assert mine == [], f"alerts about the serving host: {mine}\nprobes over 5 min: {probes}"
 
 
+def _next_scrape(p, sel: str) -> float:
+    """Waits for Prometheus' next scrape of the instance and returns its timestamp (Unix seconds, ms precision)."""
+    expr = f"timestamp(vllm:time_to_first_token_seconds_count{{{sel}}})"
+    before = _one(p.query(expr))
+    return p.wait("Prometheus' next scrape of the instance", lambda: (ts := _one(p.query(expr))) != before and ts, timeout=10, every=0.02)
+
+
+def _one_window(p, cfg, sel: str, load: Load) -> tuple[top.InstanceFrame, dict, dict]:
+    """A burst between two quiet moments; top samples just after a Prometheus scrape at each end. Returns top's
+    instance frame, Prometheus' exact figures between those two scrapes, and the dashboard's rate() form."""
+    with httpx.Client() as client:
+        sampler = top.Sampler(cfg, 60.0, top.http_scrape(cfg, client))
+        load.pause()
+        time.sleep(2)  # quiet before: the counters still
+        p0 = _next_scrape(p, sel)
+        sampler.sample()
+        load.go.set()
+        time.sleep(6)  # the burst
+        load.pause()
+        time.sleep(2)  # quiet after
+        p1 = _next_scrape(p, sel)
+        sampler.sample()
+        frame = sampler.frame(*top.routed_shares(cfg))
+    since = lambda m: f"sum by (le) ({m}{{{sel}}}) - sum by (le) ({m}{{{sel}}} offset {round((p1 - p0) * 1000)}ms)"  # noqa: E731
+    buckets = since("vllm:time_to_first_token_seconds_bucket")
+    exact = {
+        "first tokens": _one(p.query(f"sum({since('vllm:time_to_first_token_seconds_count')})", at=p1)),
+        "finished": _one(p.query(f"sum({since('vllm:request_success_total')})", at=p1)),
+        "ttft_p50": _one(p.query(f"histogram_quantile(0.5, {buckets})", at=p1)),
+        "ttft_p99": _one(p.query(f"histogram_quantile(0.99, {buckets})", at=p1)),
+    }
+    seconds = f"{round(frame.instances[0].seconds) + 1}s"
+    rated = f"sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{sel}}}[{seconds}]))"
+    dashboard = {
+        "window": seconds,
+        "requests": _one(p.query(f"sum(increase(vllm:time_to_first_token_seconds_count{{{sel}}}[{seconds}]))", at=p1)),
+        "ttft_p99": _one(p.query(f"histogram_quantile(0.99, {rated})", at=p1)),
+    }
+    return frame.instances[0], exact, dashboard
+
+
 def test_top_and_prometheus_agree_on_the_same_window(stack):
-    """`ernie-ops top`'s Sampler and Prometheus over the same 15 s of the same instance. To be the same window, a
-    burst of requests lies wholly inside both (quiet before and after it): both then see the same deltas of the
-    histogram, so TTFT p50 and p99 fall in the same bucket (both interpolate alike: window.Histogram.quantile
-    follows histogram_quantile), and the request counts agree up to Prometheus' extrapolation to the window."""
+    """`ernie-ops top`'s Sampler and Prometheus over the same window of the same instance: a burst of requests
+    between two quiet moments, top sampling the instance just after a Prometheus scrape at each end. Prometheus'
+    exact figures between those two scrapes (a difference of the counters, no rate() extrapolation) must then
+    count what top counts, and TTFT p50 and p99 must be equal (window.Histogram.quantile follows
+    histogram_quantile). The gateway's completion probe (every 3 s) can still land between a scrape and top's
+    sample, so a window whose counts differ is not the same window: it is measured again (3 tries), and said.
+    The dashboard's rate() form over top's window agrees up to Prometheus' extrapolation."""
     p, cfg, _work, sg = stack
     load = stack_load[0]
-    bounds = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
-
-    def bucket(v: float) -> int:
-        return next((i for i, b in enumerate(bounds) if v <= b), len(bounds))
-
-    load.pause()
-    time.sleep(3)  # quiet before: Prometheus' window starts about 1 s before top's first scrape
+    sel = f'job="ernie-vllm", host="h1", port="{sg.port}"'
+    tries = []
     try:
-        with httpx.Client() as client:
-            sampler = top.Sampler(cfg, 15.0, top.http_scrape(cfg, client))
-            sampler.sample()
-            time.sleep(2)
-            load.go.set()
-            time.sleep(6)  # the burst
-            load.pause()
-            time.sleep(3)  # quiet after: Prometheus has scraped the end of the burst
-            sampler.sample()
-            frame = sampler.frame(*top.routed_shares(cfg))
-            sel = f'job="ernie-vllm", host="h1", port="{sg.port}"'
-            seconds = f"{round(frame.instances[0].seconds) + 1}s"
-            buckets = f"sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{sel}}}[{seconds}]))"
-            theirs = {
-                "requests": _one(p.query(f"sum(increase(vllm:time_to_first_token_seconds_count{{{sel}}}[{seconds}]))")),
-                "ttft_p50": _one(p.query(f"histogram_quantile(0.5, {buckets})")),
-                "ttft_p99": _one(p.query(f"histogram_quantile(0.99, {buckets})")),
-            }
+        for _ in range(3):
+            mine, exact, dashboard = _one_window(p, cfg, sel, load)
+            print(f"\ntop over {mine.seconds:.2f}s: {mine.requests} requests, p50 {mine.ttft_p50:.4f} p99 {mine.ttft_p99:.4f}")
+            print(f"prometheus between its two scrapes: {exact}\nthe dashboard's rate() form: {dashboard}")
+            tries.append((mine.requests, exact["first tokens"], exact["finished"]))
+            if mine.requests == exact["first tokens"] == exact["finished"]:
+                break
+            print("not the same window (a request between a scrape and top's sample): again")
     finally:
         load.go.set()
-    mine = frame.instances[0]
-    print(f"\ntop over {mine.seconds:.1f}s: {mine.requests} requests, p50 {mine.ttft_p50:.4f} p99 {mine.ttft_p99:.4f}")
-    print(f"prometheus over [{seconds}]: {theirs}")
+    assert mine.requests == exact["first tokens"] == exact["finished"], f"never the same window in 3 tries: {tries}"
     assert mine.requests >= 10, mine
-    assert 0.85 <= theirs["requests"] / mine.requests <= 1.25, (mine, theirs)
-    for q in ("ttft_p50", "ttft_p99"):
-        assert bucket(getattr(mine, q)) == bucket(theirs[q]), (q, getattr(mine, q), theirs[q])
+    assert mine.ttft_p50 == pytest.approx(exact["ttft_p50"], rel=1e-9), (mine, exact)
+    assert mine.ttft_p99 == pytest.approx(exact["ttft_p99"], rel=1e-9), (mine, exact)
+    assert 0.85 <= dashboard["requests"] / mine.requests <= 1.25, (mine, dashboard)
