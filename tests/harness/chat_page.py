@@ -234,13 +234,27 @@ class ChatPage:
         self.page.wait_for_url("**/thread/*", timeout=timeout * 1000)
         return self.page.url.rstrip("/").rsplit("/", 1)[-1]
 
-    def thread_list(self, timeout: float = 30) -> str:
-        """The sidebar's thread list as text (group headings such as 今天 / Today, then thread names)."""
+    def thread_list(self, showing: str | None = None, timeout: float = 30) -> str:
+        """The sidebar's thread list as text (group headings such as 今天 / Today, then thread names), once it shows
+        `showing` (the list is fetched after the sidebar shows: a fixed wait read it before the fetch under load).
+        Without `showing`, whatever it shows now (what a page lacks is asked of the app's route, not of this)."""
         if not self.page.locator("#thread-history").is_visible():
             self.page.click("#sidebar-trigger-button")
         self.page.wait_for_selector("#thread-history", timeout=timeout * 1000)
-        self.page.wait_for_timeout(500)  # the list is fetched after the sidebar shows
+        if showing is not None:
+            try:
+                self.page.wait_for_function("(s) => document.querySelector('#thread-history')?.innerText.includes(s)", arg=showing,
+                                            timeout=timeout * 1000)  # fmt: skip
+            except Exception as exc:
+                listed = self.page.locator("#thread-history").inner_text()
+                raise AssertionError(f"the sidebar did not list {showing!r} within {timeout}s ({type(exc).__name__}): {listed!r}") from None
         return self.page.locator("#thread-history").inner_text()
+
+    def listed_threads(self) -> list[dict]:
+        """The user's threads as the app lists them to this page (its POST /project/threads, the sidebar's source)."""
+        r = self.page.request.post(self.base_url + "/project/threads", data={"pagination": {"first": 50}, "filter": {}})
+        assert r.ok, (r.status, r.text())
+        return r.json()["data"]
 
     def open_thread(self, thread_id: str) -> None:
         """Click the thread in the sidebar: the page resumes it over a new socket."""
