@@ -123,6 +123,16 @@ _SWITCH_STATE = """
 """
 
 
+# The sidebar's request for the user's threads, as Chainlit's page makes it.
+_LIST_THREADS = """
+async () => {
+  const r = await fetch('/project/threads', {method: 'POST', headers: {'content-type': 'application/json'},
+                                              body: JSON.stringify({pagination: {first: 50}, filter: {}})});
+  return {status: r.status, body: r.ok ? await r.json() : await r.text()};
+}
+"""
+
+
 @dataclass
 class Reply:
     text: str
@@ -251,10 +261,11 @@ class ChatPage:
         return self.page.locator("#thread-history").inner_text()
 
     def listed_threads(self) -> list[dict]:
-        """The user's threads as the app lists them to this page (its POST /project/threads, the sidebar's source)."""
-        r = self.page.request.post(self.base_url + "/project/threads", data={"pagination": {"first": 50}, "filter": {}})
-        assert r.ok, (r.status, r.text())
-        return r.json()["data"]
+        """The user's threads as the app lists them to this page: the sidebar's own request (POST /project/threads),
+        made from the page (its origin, its cookie, the browser's way to the host)."""
+        got = self.page.evaluate(_LIST_THREADS)
+        assert got["status"] == 200, got
+        return got["body"]["data"]
 
     def open_thread(self, thread_id: str) -> None:
         """Click the thread in the sidebar: the page resumes it over a new socket."""
