@@ -7,6 +7,8 @@ the card's props. Here: which element shows what, and what each button does.
 - The form is a custom element (elements/CopyForm.jsx) sent when the chat starts; its submit calls the
   `copy_generate` action with the raw values. Bad values come back into the form (every field at once,
   under its input); a gateway failure shows the chat's sentence in the form. Nothing is generated then.
+  Its props carry its id (`form_id`): the page keeps what is typed per form, so a remount by Chainlit (the
+  chat moving to the thread's address after its first interaction) does not empty a field being typed.
 - The form's channel (朋友圈 default, 微博, 小红书: marketing/channels.py) is chosen in the form like the tone; it
   gives the length limit when the form leaves it empty, and its style and rules to the prompt and the checks.
 - Each post is a CopyPost card; the app keeps (element, request, index) per card id in the session, so
@@ -81,6 +83,7 @@ class CopyTool:
     async def start(self) -> list[cl.Message]:
         """The form, in a message; returns what it sent (app.py shows it again if Chainlit moves the session)."""
         form = cl.CustomElement(name="CopyForm", props=form_props(self.cfg), display="inline")
+        form.props["form_id"] = form.id  # the page keeps what is typed in this form across a remount (CopyForm.jsx)
         cl.user_session.set(FORM, form)
         cl.user_session.set(CARDS, {})
         msg = cl.Message(content=INTRO, elements=[form])
@@ -99,6 +102,7 @@ class CopyTool:
             e = forms[-1]
             form = cl.CustomElement(id=e["id"], name="CopyForm", props=e.get("props") or form_props(self.cfg),
                                     display=e.get("display") or "inline", for_id=e.get("forId"), thread_id=e.get("threadId"))  # fmt: skip
+            form.props["form_id"] = form.id
             cl.user_session.set(FORM, form)
         cards = {}
         for card, (e, request, index) in stored_cards(stored, self.cfg).items():
@@ -111,7 +115,7 @@ class CopyTool:
     async def _show_form(self, values: dict, errors: dict | None = None, failure: str | None = None) -> None:
         form: cl.CustomElement | None = cl.user_session.get(FORM)
         if form is not None:
-            form.props = form_props(self.cfg, values, errors, failure)
+            form.props = form_props(self.cfg, values, errors, failure) | {"form_id": form.id}
             await form.update()
 
     async def generate(self, payload: dict) -> None:

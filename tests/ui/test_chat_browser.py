@@ -463,6 +463,58 @@ def test_copy_form_refuses_a_missing_product_then_shows_three_cards(chat, sb):
     assert "copy: 3 post(s) for '降噪耳机 X1'" in journal, journal[-2000:]
 
 
+def test_a_form_field_typed_as_the_chat_moves_to_its_thread_is_kept(chat):
+    """Chainlit remounts the chat when its first interaction's `first_interaction` frame moves the page to the
+    thread's address; a field typed just before came back empty (CI: the product lost, so the form refused the
+    next generate and no card came in 120 s). Played deterministically, in a page of its own: that frame is held
+    (Playwright's WebSocket route) until the product is typed, then let through. The page moves and remounts the
+    form, which keeps the product (CopyForm.jsx keeps a draft per form). Without the draft the field is empty here."""
+    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")
+    held: list = []  # (the page's socket, the frame) held back
+    holding = [True]
+
+    def route(ws) -> None:
+        server = ws.connect_to_server()
+
+        def from_server(message) -> None:
+            if holding[0] and isinstance(message, str) and message.startswith('42["first_interaction"'):
+                held.append((ws, message))
+            else:
+                ws.send(message)
+
+        server.on_message(from_server)
+
+    try:
+        page = context.new_page()
+        page.route_web_socket(re.compile(r"/ws/socket\.io/"), route)
+        alice = ChatPage(page, "http://127.0.0.1", SHOTS)  # alice again, in a page of her own
+        alice.login(USER, PASSWORD)
+        alice.wait_ready()
+        alice.choose_profile(COPY_PROFILE)
+        page.locator("#copy-form").wait_for(timeout=30_000)
+        page.fill("#copy-audience", "通勤白领")
+        page.click("#copy-generate")  # the chat's first interaction: no product, so the form comes back with the error
+        page.wait_for_selector("#copy-error-product", timeout=30_000)
+        deadline = time.monotonic() + 30
+        while not held and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        assert held, f"no first_interaction frame in 30 s (the page at {page.url}); {alice.frames_seen()}"
+        assert "/thread/" not in page.url, page.url  # the page has not moved yet
+        page.fill("#copy-product", "降噪耳机 X1")
+        page.evaluate("() => { document.querySelector('#copy-form').__eoOld = true }")
+        holding[0] = False
+        for ws, message in held:
+            ws.send(message)
+        page.wait_for_url("**/thread/*", timeout=30_000)
+        remounted = "() => { const f = document.querySelector('#copy-form'); return !!f && !f.__eoOld }"
+        page.wait_for_function(remounted, timeout=30_000)  # a form of the remounted chat, not the one typed into
+        alice.shot("15e-copy-form-kept-after-the-move")
+        kept = {name: page.input_value(f"#copy-{name}") for name in ("product", "audience")}
+    finally:
+        context.close()
+    assert kept == {"product": "降噪耳机 X1", "audience": "通勤白领"}, kept
+
+
 def test_copy_button_puts_the_card_on_the_clipboard(chat):
     chat.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin="http://127.0.0.1")
     first = chat.page.locator(".copy-post").first

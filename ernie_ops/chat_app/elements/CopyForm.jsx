@@ -19,10 +19,22 @@ const FIELDS = [
   ["max_chars", "每条字数上限 Max characters", "number", ""],
 ]
 
+// What is typed outlives a remount: Chainlit remounts the chat when its first interaction moves the page to the
+// thread's address, and a field typed just then came back empty (CI: the product lost, the form refused again).
+// A draft is kept per form (props.form_id) for the values the app last sent; new values from the app replace it.
+const drafts = (window.__ernieCopyDrafts = window.__ernieCopyDrafts || {})
+
 export default function CopyForm() {
   const initial = {}
   for (const [name] of FIELDS) initial[name] = props.values && props.values[name] != null ? String(props.values[name]) : ""
-  const [values, setValues] = useState(initial)
+  const sent = JSON.stringify([props.values, props.errors, props.failure])
+  const draft = props.form_id ? drafts[props.form_id] : undefined
+  const [values, setValues] = useState(draft && draft.sent === sent ? draft.values : initial)
+  const change = (name, value) => {
+    const next = { ...values, [name]: value }
+    if (props.form_id) drafts[props.form_id] = { sent, values: next }
+    setValues(next)
+  }
   const [busy, setBusy] = useState(false)
   const errors = props.errors || {}
   const channels = props.channels || []
@@ -48,17 +60,17 @@ export default function CopyForm() {
           <Label htmlFor={`copy-${name}`}>{label}</Label>
           {kind === "textarea" ? (
             <Textarea id={`copy-${name}`} value={values[name]} placeholder={hint} rows={2}
-              onChange={(e) => setValues({ ...values, [name]: e.target.value })} />
+              onChange={(e) => change(name, e.target.value)} />
           ) : kind === "select" ? (
             <select id={`copy-${name}`} value={values[name]}
               className="h-9 rounded-md border border-input bg-transparent px-3 text-sm"
-              onChange={(e) => setValues({ ...values, [name]: e.target.value })}>
+              onChange={(e) => change(name, e.target.value)}>
               {channels.map((c) => <option key={c.name} value={c.name}>{c.label}</option>)}
             </select>
           ) : (
             <Input id={`copy-${name}`} value={values[name]} placeholder={hintOf(name, hint)}
               type={kind === "number" ? "number" : "text"} min={kind === "number" ? 1 : undefined}
-              onChange={(e) => setValues({ ...values, [name]: e.target.value })} />
+              onChange={(e) => change(name, e.target.value)} />
           )}
           {errors[name] ? <p id={`copy-error-${name}`} className="text-sm text-red-600">{errors[name]}</p> : null}
         </div>
