@@ -42,8 +42,22 @@ MAX_TMPDIR_LEN = 107 - 1 - 36
 OUTPUT_DRAIN_SECONDS = 2.0  # after the group died: its last output lines still in the pipe
 REAP_GRACE_SECONDS = 3.0  # after the engine died: time for its leftovers to end by themselves (see _reap)
 EXIT_REAP_SECONDS = 0.5  # after a failed probe: time for a dying engine's exit to become visible (see _exited_meanwhile)
+PING_MARGIN = 2.0  # seconds kept back from the watchdog's budget to deliver a ping after a slow /health answer
+
 MODEL_ROLE_COMMAND = "ansible-playbook site.yml --tags model"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGABRT)  # SIGABRT: systemd's WatchdogSignal
+
+
+def probe_timeout(request_timeout: float, interval: float, watchdog_seconds: float | None, since_ping: float) -> float:
+    """How long a serving engine's /health probe may wait. A slow answer is an answer: with systemd's watchdog it
+    waits up to what is left of WatchdogSec since the last ping (less PING_MARGIN), never less than it did before
+    (health.request_timeout_seconds, at most a ping interval). So only an engine that answers nothing for a whole
+    WatchdogSec is killed: a fresh clone's busy engine, its API server slower than 5 s for 15 s on two loaded cores,
+    was killed while serving (docs/operate.md, Watchdog)."""
+    floor = min(request_timeout, interval)
+    if watchdog_seconds is None:
+        return floor
+    return max(floor, watchdog_seconds - since_ping - PING_MARGIN)
 
 
 class _StopRequested(BaseException):
@@ -100,13 +114,18 @@ class Launcher:
         log.info("[serve %s] %s", self.port, text)
         self._notify(f"STATUS={text}")
 
-    def watchdog_interval(self) -> float:
-        """Ping at a third of systemd's WatchdogSec so one slow /health does not trip it."""
+    def watchdog_seconds(self) -> float | None:
+        """systemd's WatchdogSec for this process (WATCHDOG_USEC), None without one."""
         usec = self.env.get("WATCHDOG_USEC")
         pid = self.env.get("WATCHDOG_PID")
         if usec and usec.isdigit() and (not pid or pid == str(os.getpid())):
-            return max(0.1, int(usec) / 1e6 / 3)
-        return DEFAULT_WATCHDOG_PING
+            return int(usec) / 1e6
+        return None
+
+    def watchdog_interval(self) -> float:
+        """Ping at a third of systemd's WatchdogSec so one slow /health does not trip it."""
+        seconds = self.watchdog_seconds()
+        return max(0.1, seconds / 3) if seconds is not None else DEFAULT_WATCHDOG_PING
 
     # -- main ------------------------------------------------------------------------------
     def run(self) -> int:
@@ -260,14 +279,16 @@ class Launcher:
 
     def _serve(self) -> ServeOutcome:
         """Ping the watchdog while /health answers; leave when the engine exits."""
-        interval = self.watchdog_interval()
-        healthy = True
+        interval, watchdog = self.watchdog_interval(), self.watchdog_seconds()
+        healthy, pinged = True, time.monotonic()  # READY came just now, after a real completion
         with httpx.Client() as client:
             while True:
                 if self.proc.poll() is not None:
                     return self._engine_died("while serving")
-                if probe.alive(client, self.base, min(self.cfg.health.request_timeout_seconds, interval)):
+                wait = probe_timeout(self.cfg.health.request_timeout_seconds, interval, watchdog, time.monotonic() - pinged)
+                if probe.alive(client, self.base, wait):
                     self._notify("WATCHDOG=1")
+                    pinged = time.monotonic()
                     if not healthy:
                         self._status("engine answers /health again; watchdog pings resumed")
                     healthy = True

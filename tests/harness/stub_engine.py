@@ -12,6 +12,8 @@ line). STUB_MODE selects the fault:
   fail-after-ready   the first completion (the launcher's READY gate) works, later ones get HTTP 500
   slow-after-ready   the first completion works, later ones hang for 60 s (a smoke-test time-out)
   deaf-serving       serves normally but ignores SIGTERM (a drain that never ends)
+  slow-health        after its first completion, /health answers only after STUB_HEALTH_DELAY s (default 4): a busy
+                     engine's API server on a starved CPU (fresh clone: 5 s+ for 15 s, killed by the watchdog)
   ok                 serves normally
 Every mode maps a /dev/shm/psm_stub_<pid> segment, like vLLM's shared memory.
 """
@@ -59,6 +61,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/health":
+            if MODE == "slow-health" and completions >= 1:
+                time.sleep(float(os.environ.get("STUB_HEALTH_DELAY", "4")))
             self._json(200, {})
         elif self.path == "/v1/models":
             model = "some-other-model" if MODE == "wrong-model" else NAME

@@ -55,6 +55,25 @@ def wait_for_log(sp: serve_proc.ServeProcess, text: str, timeout: float = 30) ->
         time.sleep(0.1)
 
 
+def test_a_slow_health_answer_still_pings_the_watchdog(short_tmp, stub_venv, tiny_model_dir):
+    """A busy engine is not a hung one: its /health answering in 4.5 s, longer than a ping interval (WatchdogSec 12 s,
+    pings every 4 s, so the probe had 4 s before) but well within the watchdog, keeps the pings coming and is never
+    reported as not answering (launcher.probe_timeout). Before, such an engine was killed (a fresh clone's CI run)."""
+    port = free_port()
+    cfg = write_config(short_tmp / "ernie.yaml", tiny_model_dir, [port], short_tmp / "cache", vllm={"accelerator": "gpu"})
+    sp = serve_proc.start(cfg, port, short_tmp, watchdog_usec=12_000_000, python=str(stub_venv / "bin" / "python"),
+                          extra_env={"STUB_MODE": "slow-health", "STUB_HEALTH_DELAY": "4.5"})  # fmt: skip
+    try:
+        ready_at = sp.wait_ready()
+        time.sleep(16)
+        pings = [round(t - ready_at, 1) for t in sp.notify.times("WATCHDOG") if t > ready_at]
+        print(f"\npings after READY (s), /health taking 4.5 s each: {pings}")
+        assert len(pings) >= 2 and "withholding watchdog pings" not in sp.log, (pings, sp.log[-2000:])
+        assert sp.proc.poll() is None, sp.log[-2000:]
+    finally:
+        sp.stop()
+
+
 def test_wrong_model_never_gets_ready(short_tmp, stub_venv, tiny_model_dir):
     sp = start_stub(short_tmp, stub_venv, tiny_model_dir, "wrong-model")
     try:
