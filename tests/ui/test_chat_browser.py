@@ -10,10 +10,12 @@ $ERNIE_OPS_ARTIFACTS/ui (default ~/.cache/ernie-ops/artifacts/ui). Replies are 3
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -53,14 +55,26 @@ def sb(tiny_model_dir):
         box.down()
 
 
+PAGE = {"viewport": {"width": 1200, "height": 800}, "locale": "zh-CN"}
+
+
 @pytest.fixture(scope="module")
 def chat(sb):
     shutil.rmtree(SHOTS, ignore_errors=True)
     SHOTS.mkdir(parents=True)
     print(f"\nscreenshots: {SHOTS}")
     with browser.chromium(netns_pid=sb.pid) as b:
-        page = b.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
-        yield ChatPage(page, "http://127.0.0.1", SHOTS)
+        yield ChatPage(b.new_page(**PAGE), "http://127.0.0.1", SHOTS)
+
+
+@contextlib.contextmanager
+def _own_page(chat) -> Iterator:
+    """A page like the module's, in a browser context of its own (its own cookies, its own routes); closed after."""
+    context = chat.page.context.browser.new_context(**PAGE)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def replies(sb, since: str) -> list[dict]:
@@ -214,9 +228,8 @@ def test_another_user_does_not_see_or_open_alices_thread(chat, sb):
         chat.new_chat()
         chat.reply(chat.send(HISTORY_Q))
         HISTORY["thread"] = chat.thread_id()
-    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")  # own cookies
-    try:
-        bob = ChatPage(context.new_page(), "http://127.0.0.1", SHOTS)
+    with _own_page(chat) as page:
+        bob = ChatPage(page, "http://127.0.0.1", SHOTS)
         bob.login(BOB, BOB_PASSWORD)
         bob.wait_ready()
         listed = bob.listed_threads()  # what his sidebar is given
@@ -231,8 +244,6 @@ def test_another_user_does_not_see_or_open_alices_thread(chat, sb):
             raise AssertionError(f"no refusal shown in 30 s ({type(exc).__name__}): {body[-1000:]}") from None
         bob.shot("20f-history-bob-opens-alices-thread-id")
         shown = bob.page.locator("body").inner_text()
-    finally:
-        context.close()
     assert HISTORY["thread"] not in [t["id"] for t in listed] and HISTORY_Q not in str(listed), listed
     assert HISTORY_Q not in shown, shown[-1000:]
     owner = _history_sql(sb, f"select user_identifier from threads where id = '{HISTORY['thread']}'")
@@ -398,17 +409,14 @@ def test_docs_question_the_documents_do_not_answer_never_reaches_the_model(chat,
 
 
 def test_docs_another_user_never_gets_alices_upload(chat, sb):
-    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")  # own cookies
-    try:
-        bob = ChatPage(context.new_page(), "http://127.0.0.1", SHOTS)
+    with _own_page(chat) as page:
+        bob = ChatPage(page, "http://127.0.0.1", SHOTS)
         bob.login(BOB, BOB_PASSWORD)
         bob.wait_ready()
         bob.choose_profile(DOCS_PROFILE)
         n0 = bob.send("日志保存在 /var/log/ernie 目录吗？保留多久？")  # alice's upload answers this for her
         reply = bob.reply(n0)
         bob.shot("14-docs-bob-does-not-see-alices-upload")
-    finally:
-        context.close()
     print(f"\nbob's reply: {reply.text[-300:]!r}")
     assert "部署手册.pdf" not in reply.text and "guide.md" not in reply.text, reply.text
 
@@ -469,7 +477,6 @@ def test_a_form_field_typed_as_the_chat_moves_to_its_thread_is_kept(chat):
     next generate and no card came in 120 s). Played deterministically, in a page of its own: that frame is held
     (Playwright's WebSocket route) until the product is typed, then let through. The page moves and remounts the
     form, which keeps the product (CopyForm.jsx keeps a draft per form). Without the draft the field is empty here."""
-    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")
     held: list = []  # (the page's socket, the frame) held back
     holding = [True]
 
@@ -484,8 +491,7 @@ def test_a_form_field_typed_as_the_chat_moves_to_its_thread_is_kept(chat):
 
         server.on_message(from_server)
 
-    try:
-        page = context.new_page()
+    with _own_page(chat) as page:
         page.route_web_socket(re.compile(r"/ws/socket\.io/"), route)
         alice = ChatPage(page, "http://127.0.0.1", SHOTS)  # alice again, in a page of her own
         alice.login(USER, PASSWORD)
@@ -510,8 +516,6 @@ def test_a_form_field_typed_as_the_chat_moves_to_its_thread_is_kept(chat):
         page.wait_for_function(remounted, timeout=30_000)  # a form of the remounted chat, not the one typed into
         alice.shot("15e-copy-form-kept-after-the-move")
         kept = {name: page.input_value(f"#copy-{name}") for name in ("product", "audience")}
-    finally:
-        context.close()
     assert kept == {"product": "降噪耳机 X1", "audience": "通勤白领"}, kept
 
 
@@ -672,17 +676,14 @@ def test_onboarding_items_confirm_once_and_stay_confirmed_after_a_reload(chat, s
 
 
 def test_onboarding_user_unknown_to_hr_gets_a_sentence_and_nothing_is_pushed(chat, sb):
-    context = chat.page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale="zh-CN")
-    try:
-        bob = ChatPage(context.new_page(), "http://127.0.0.1", SHOTS)
+    with _own_page(chat) as page:
+        bob = ChatPage(page, "http://127.0.0.1", SHOTS)
         bob.login(BOB, BOB_PASSWORD)
         bob.wait_ready()
         bob.choose_profile(ONBOARDING_PROFILE)
         bob.page.get_by_text("在人事系统中找不到您的记录").wait_for(timeout=30_000)
         bob.shot("17d-onboarding-unknown-employee")
         assert bob.page.locator(".onboarding-item").count() == 0
-    finally:
-        context.close()
     assert {r[0] for r in _push_log_rows(sb)} == {USER}
 
 
