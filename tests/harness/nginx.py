@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from ernie_ops import config
 from ernie_ops.traffic import gateway
 from tests.conftest import free_port
 from tests.harness.fault_server import FaultServer
+from tests.harness.wait import until
 
 PROJECT = Path(__file__).resolve().parents[2]
 NGINX = "/usr/sbin/nginx"
@@ -100,8 +102,32 @@ class Nginx:
         raise RuntimeError(f"nginx did not start: {(self.prefix / 'logs' / 'error.log').read_text()[-2000:]}")
 
     def reload(self) -> None:
-        """`nginx -s reload`: validated first by nginx itself; new workers take the files, old ones finish."""
-        subprocess.run([NGINX, *self.args, "-s", "reload"], check=True, capture_output=True, timeout=30)
+        """`nginx -s reload`, returning once only the new configuration's workers take connections."""
+        with self.reloading():
+            subprocess.run([NGINX, *self.args, "-s", "reload"], check=True, capture_output=True, timeout=30)
+
+    def serving_workers(self) -> set[int]:
+        """PIDs of the workers that take new connections: a worker a reload tells to quit retitles itself
+        "worker process is shutting down" as it closes its listeners, so these are the current configuration's."""
+        return {pid for pid, title in workers_of(self.proc.pid) if title == "nginx: worker process"}
+
+    @contextlib.contextmanager
+    def reloading(self, timeout: float = 30) -> Iterator[None]:
+        """The block reloads this nginx (`ernie-ops`'s Gateway or `nginx -s reload`); leaving it waits until every
+        worker taking connections is a new one. Right after `nginx -s reload` returns, an old worker (the previous
+        configuration) can still take a connection: a fixed sleep hoped the master had swapped them by then."""
+        before = self.serving_workers()
+        yield
+
+        def swapped() -> bool:
+            now = self.serving_workers()
+            return bool(now) and not now & before
+
+        try:
+            until("nginx's workers of the new configuration", swapped, timeout=timeout, every=0.05)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: workers {sorted(self.serving_workers())}, before {sorted(before)}; "
+                                 f"error log: {self.error_log()[-1000:]}") from None  # fmt: skip
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -128,13 +154,13 @@ class Nginx:
         gw = self.gateway()
         try:
             path.write_text(text)
-            gw.apply()
-            time.sleep(0.3)
+            with self.reloading():
+                gw.apply()
             yield
         finally:
             path.write_text(original)
-            gw.reload()
-            time.sleep(0.3)
+            with self.reloading():
+                gw.reload()
 
     @contextlib.contextmanager
     def pool_silent_after_one_event(self) -> Iterator[FaultServer]:
@@ -148,6 +174,17 @@ class Nginx:
                 yield stub
         finally:
             stub.stop()
+
+
+def workers_of(master: int) -> list[tuple[int, str]]:
+    """The master's children as (PID, process title); one that exits meanwhile is left out."""
+    found = []
+    for child in psutil.Process(master).children():
+        try:
+            found.append((child.pid, Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")[0].decode().strip()))
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def first_event(client: httpx.Client, url: str, stub: FaultServer, body: dict) -> bytes | None:

@@ -231,21 +231,21 @@ def test_a_pool_of_both_instances_spreads_plain_requests_keeps_each_session_on_o
     lines: list[str] = []
     try:
         gw.write_upstream(render_pool([site.a, site.b]))
-        gw.apply()
-        time.sleep(1.0)  # right after a reload, old workers (the previous config) may still take a connection
+        with site.ng.reloading():  # until only the new workers take connections
+            gw.apply()
         keyed, spread = asyncio.run(sessions()), plain()
         hung.suspend()
         t0 = time.monotonic()
-        pool_watch.run(site.cfg, lines.append, rounds=3)
+        with site.ng.reloading():  # the watch marks the hung replica down
+            pool_watch.run(site.cfg, lines.append, rounds=3)
         out_after = time.monotonic() - t0
         marks_hung = marks_of(gw.read_upstream())
-        time.sleep(1.0)
         while_hung = plain(10)
         hung.resume()
         pool_watch.run(site.cfg, lines.append, rounds=3)
         marks_back = marks_of(gw.read_upstream())
-        gw.route_pool([site.a, site.b], held={site.b: f"{site.b} failed the SLO gate: ttft p90 0.4 s; {{it's}} # slow"})
-        time.sleep(1.0)
+        with site.ng.reloading():
+            gw.route_pool([site.a, site.b], held={site.b: f"{site.b} failed the SLO gate: ttft p90 0.4 s; {{it's}} # slow"})
         pool_watch.run(site.cfg, lines.append, rounds=3)
         held_text = gw.read_upstream()
         while_held = plain(10)

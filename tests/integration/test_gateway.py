@@ -167,14 +167,14 @@ def test_health_is_503_when_the_routed_backend_is_down(stack):
     gw = ng.gateway()
     dead = free_port()
     try:
-        gw.switch(dead)
-        time.sleep(0.3)
+        with ng.reloading():
+            gw.switch(dead)
         r = httpx.get(f"{ng.url}/health")
         assert r.status_code == 503 and r.json()["status"] == "down"
         assert httpx.get(f"{ng.url}/healthz").status_code == 200  # nginx itself is fine
     finally:
-        gw.switch(port)
-        time.sleep(0.3)
+        with ng.reloading():
+            gw.switch(port)
     assert httpx.get(f"{ng.url}/health").status_code == 200
 
 
