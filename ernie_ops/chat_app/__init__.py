@@ -8,6 +8,6 @@ chat venv only.
   data_layer.py   Chainlit's data layer over the history store (ownership, a busy database, held uploads)
   marketing_ui.py the Marketing form, cards and batch files; onboarding_ui.py the onboarding cards
   revocation.py   every request and websocket checked against the users file as it is now
-  reload_resume.py a thread's page reloaded resumes it, even when its first websocket closed early
+  session_moves.py a session moved to a new websocket before it began still starts (or resumes) there
   elements/       the custom elements' JSX, served by Chainlit from public/elements
 """

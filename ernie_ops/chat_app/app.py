@@ -33,7 +33,7 @@ from ernie_ops.chat.conversation import Conversation, Source
 from ernie_ops.chat.docs_session import NO_DOCUMENTS, DocsSession, Upload, forget_all_uploads, upload_summary
 from ernie_ops.chat.drain import INTERRUPTED, REPLIES, RESTARTING
 from ernie_ops.chat.upload_restore import keep_sweeping, restore_uploads
-from ernie_ops.chat_app import marketing_ui, reload_resume
+from ernie_ops.chat_app import marketing_ui, session_moves
 from ernie_ops.chat_app.marketing_ui import USE_THE_FORM
 from ernie_ops.chat_app.revocation import RevokedSessions
 from ernie_ops.chat_app.services import ChatServices
@@ -105,7 +105,7 @@ def _end_revoked_sessions() -> None:
 
 
 _end_revoked_sessions()
-reload_resume.install()  # a reload whose first socket closed early still resumes its thread
+session_moves.install()  # a session moved to a new socket before it began starts (or resumes) there
 
 
 @cl.set_chat_profiles
@@ -308,12 +308,16 @@ def _new_conversation(name: str | None) -> Conversation:
 
 @cl.on_chat_start
 async def start() -> None:
+    """A new chat's start. Run again when the session moved to a new socket before its first interaction
+    (session_moves.py): what the earlier run showed is removed first, so a page that kept it shows it once."""
+    again = cl.user_session.get("conversation") is not None
+    for msg in cl.user_session.get("shown") or []:
+        await msg.remove()
     conv = _new_conversation(cl.user_session.get("chat_profile"))
-    shown = await _show_start(conv)
-    if conv.docs is not None or conv.scenario.tool:
-        task = asyncio.create_task(_show_again_if_moved(conv, shown))  # the session's context goes with it
-        APP.background.append(task)
-        task.add_done_callback(APP.background.remove)
+    if again:
+        log.info("chat of %s (%s) moved to another socket before its first message: its start shown again",
+                 conv.user, conv.scenario.name.replace(" ", "_"))  # fmt: skip
+    cl.user_session.set("shown", await _show_start(conv))
 
 
 async def _show_start(conv: Conversation) -> list[cl.Message]:
@@ -325,32 +329,6 @@ async def _show_start(conv: Conversation) -> list[cl.Message]:
     if conv.scenario.tool == "onboarding":
         return await APP.tools[conv.scenario.name].start(conv.user)
     return []
-
-
-MOVE_WATCH_SECONDS = 15.0
-
-
-async def _show_again_if_moved(conv: Conversation, shown: list[cl.Message]) -> None:
-    """Chainlit can move a new session to another socket right after on_chat_start ran: a profile switch whose
-    settings took over 200 ms makes the page connect twice, and on a busy host the first socket's on_chat_start
-    output went to a socket the page had dropped (CI: the Marketing form never showed). Chainlit runs on_chat_start
-    once per session, so until the user's first message or action, a move shows the start again on the new socket
-    (what was shown removed first, so a page that kept it shows it once)."""
-    session = cl.context.session
-    socket = session.socket_id
-    deadline = asyncio.get_running_loop().time() + MOVE_WATCH_SECONDS
-    try:
-        while asyncio.get_running_loop().time() < deadline and not session.has_first_interaction:
-            await asyncio.sleep(0.2)
-            if session.socket_id != socket and not session.has_first_interaction:
-                socket = session.socket_id
-                for msg in shown:
-                    await msg.remove()
-                shown = await _show_start(conv)
-                log.info("chat of %s (%s) moved to another socket before its first message: its start shown again",
-                         conv.user, conv.scenario.name.replace(" ", "_"))  # fmt: skip
-    except Exception as exc:  # the chat goes on as Chainlit left it; only the second showing is missing
-        log.warning("chat of %s: its start could not be shown again: %s: %s", conv.user, type(exc).__name__, exc)
 
 
 async def _tool():

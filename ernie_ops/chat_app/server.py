@@ -99,6 +99,10 @@ mask_user_env = true
 # No cross-origin reader: the page and its API share one origin (nginx, the edge). Chainlit's "*" with credentials
 # let any web site a logged-in user visits read the user's threads through the browser (issue 34).
 allow_origins = []
+# The websocket alone, no long-polling before it: every event of a session comes on the one connection the page
+# keeps (a start sent while the polling transport was being upgraded was seen by no socket the page watched), the
+# connect takes one round trip less, and a balancer needs no sticky handshake. The gateway and the edge carry it.
+transports = ["websocket"]
 
 [features]
 unsafe_allow_html = false

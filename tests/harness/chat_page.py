@@ -228,7 +228,7 @@ class ChatPage:
         Which one is read from the address the reload loaded, not the one before it: Chainlit moves to /thread/<id>
         when the app reports the thread's first interaction, which can land between a read and the reload (CI:
         the page resumed while this waited 60 s for a new chat's on_chat_start). A reload whose first socket closed
-        before it began once opened a new chat instead (CI): the app's fix is chat_app/reload_resume.py."""
+        before it began once opened a new chat instead (CI): the app's fix is chat_app/session_moves.py."""
         self._frames.clear()
         self.page.reload()
         self.wait_resumed() if "/thread/" in self.page.url else self.wait_ready()

@@ -163,13 +163,21 @@ def test_a_user_opens_only_their_own_threads_through_the_apps_routes(tmp_path, v
         assert eve.post("/project/threads", json=listing).json()["data"] == []
         opened = dev.get(f"/project/thread/{thread}")
         assert opened.status_code == 200 and [s["type"] for s in opened.json()["steps"]] == ["user_message", "assistant_message"]
-        # the page reloaded on the thread, its first socket closed before it began (tests/harness/resume_race.py)
-        race = subprocess.run([str(chat_venv.python(venv)), "-m", "tests.harness.resume_race", url, "dev", PASSWORD, thread],
-                              cwd=tmp_path, env=chat_venv.run_env(venv), capture_output=True, text=True, timeout=120)  # fmt: skip
-        assert race.returncode == 0, race.stderr[-4000:] + stop(proc)[-4000:]
-        reloaded = json.loads(race.stdout.strip().splitlines()[-1])
+
+        # a session moved to a second socket before it began (tests/harness/resume_race.py, chat_app/session_moves.py)
+        def moved(to: str) -> dict:
+            race = subprocess.run([str(chat_venv.python(venv)), "-m", "tests.harness.resume_race", url, "dev", PASSWORD, to],
+                                  cwd=tmp_path, env=chat_venv.run_env(venv), capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert race.returncode == 0, race.stderr[-4000:] + stop(proc)[-4000:]
+            return json.loads(race.stdout.strip().splitlines()[-1])
+
+        reloaded = moved(thread)  # the page reloaded on the thread, its first socket closed before it began
         print(f"\na reload whose first socket closed before it began: {reloaded}")
         assert reloaded["resumed"] and not any(e.endswith(":on_chat_start") for e in reloaded["events"]), reloaded
+        fresh = moved("-")  # a new chat whose first socket began: its start is sent again, on the second
+        print(f"a new chat moved to a second socket after its start: {fresh}")
+        assert any(e.endswith(":on_chat_start") for e in fresh["first"]), fresh  # the first socket did begin
+        assert fresh["started"] and fresh["events"][0] == "task_end" and fresh["events"][-1] == "task_end", fresh
         (passage,) = opened.json()["elements"]
         assert passage["url"] == f"/history/element/{thread}/{element}"
         got = dev.get(passage["url"])

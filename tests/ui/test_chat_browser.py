@@ -435,7 +435,7 @@ def _cards(chat) -> list[str]:
 def test_copy_form_refuses_a_missing_product_then_shows_three_cards(chat, sb):
     """The switch to Marketing is made as a busy host makes it: the page's GET /project/settings held 1.5 s, so the
     page connects twice and on_chat_start's form goes to the socket it drops (CI once: no form within 30 s). The app
-    shows its start again on the session's new socket (app._show_again_if_moved); its journal says so."""
+    shows its start again on the session's new socket (chat_app/session_moves.py); its journal says so."""
     since = now(sb)
 
     def held(route) -> None:
