@@ -631,7 +631,8 @@ def test_grown_into_a_pool_of_two_the_host_balances_heals_and_upgrades_replica_b
         print(f"pool upgrade under load: {time.monotonic() - t0:.0f} s, steps {steps}")
         print(f"  bench: {bench['ok']} ok, {bench['failed']} failed, {bench['cut']} cut, upstreams {bench['upstreams']}; "
               f"openai max_retries=0: {plain['ok']} ok, {plain['failed']} failed")  # fmt: skip
-        assert code == 0 and upgrade["result"]["ok"], up
+        failed = [(s["name"], s["detail"]) for s in upgrade["result"]["steps"] if not s["ok"]]
+        assert code == 0 and upgrade["result"]["ok"], (upgrade["result"].get("error"), upgrade["result"].get("held"), failed)
         slo = {s["name"].split()[-1]: s["detail"] for s in upgrade["result"]["steps"] if " SLO " in s["name"]}
         assert list(slo) == ["8000", "8001"] and all(d.startswith("pass: ") for d in slo.values()), slo
         baked = [s for s in upgrade["result"]["steps"] if s["name"] == "pool: bake 5 s"]  # both new, judged together
