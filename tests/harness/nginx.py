@@ -181,8 +181,8 @@ def workers_of(master: int) -> list[tuple[int, str]]:
     found = []
     for child in psutil.Process(master).children():
         try:
-            found.append((child.pid, Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")[0].decode().strip()))
-        except FileNotFoundError:
+            found.append((child.pid, " ".join(child.cmdline()).strip()))  # nginx pads its title with NULs
+        except psutil.NoSuchProcess:
             continue
     return found
 
